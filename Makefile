@@ -1,0 +1,49 @@
+# The two commands of README.md are `make demo` and `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+export PATH := $(BIN):$(PATH)
+export ANSIBLE_FORCE_COLOR ?= 0
+# Local torch wheel for the control machine's unit tests (never the CUDA build).
+WHEELS ?= /opt/wheels
+
+.PHONY: venv host lint unit demo test smoke clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt
+	python3 -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements.txt
+	$(BIN)/pip install --quiet --find-links $(WHEELS) 'torch==2.13.0+cpu' numpy
+	touch $@
+
+# Docker running, base image and wheelhouse present (each step skips itself when done).
+host: venv
+	mkdir -p .cache/shared
+	$(BIN)/python molecule/shared/hostprep.py all
+
+lint: venv
+	yamllint --strict .
+	ansible-lint
+	ruff check .
+	ruff format --check .
+
+unit: venv
+	pytest -q tests training/tests
+
+# Bring up the 3-container cluster, provision it, prove it with a DDP job.
+demo: host
+	molecule create
+	molecule prepare --force
+	ansible-playbook site.yml
+	ansible-playbook smoke_train.yml
+
+# Everything: lint, unit tests, then the full molecule scenario.
+test: lint unit host
+	molecule test
+
+clean:
+	-molecule destroy
+	rm -rf .cache/shared results

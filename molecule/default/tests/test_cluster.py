@@ -1,0 +1,126 @@
+"""Verify the 3-container cluster after converge (testinfra).
+
+Expected values are literals (ports, modes, owners, node names), not values
+read back from the roles' defaults.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import testinfra.utils.ansible_runner
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
+ALL = RUNNER.get_hosts("all")
+CONTROLLER = RUNNER.get_hosts("slurm_controller")
+COMPUTE = RUNNER.get_hosts("slurm_compute")
+
+
+def host(name: str):
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+def test_inventory_shape() -> None:
+    assert CONTROLLER == ["ctl"]
+    assert sorted(COMPUTE) == ["node1", "node2"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_munge_running_with_private_key(name: str) -> None:
+    h = host(name)
+    assert h.service("munge").is_running
+    assert h.service("munge").is_enabled
+    key = h.file("/etc/munge/munge.key")
+    assert key.user == "munge"
+    assert key.group == "munge"
+    assert key.mode == 0o400
+    assert key.size >= 32
+
+
+def test_munge_key_identical_and_credentials_cross_nodes() -> None:
+    sums = {n: host(n).check_output("sha256sum /etc/munge/munge.key").split()[0] for n in ALL}
+    assert len(set(sums.values())) == 1, sums
+    cred = host("ctl").check_output("munge -n")
+    for n in COMPUTE:
+        out = host(n).run(f"printf '%s' '{cred}' | unmunge")
+        assert out.rc == 0, f"{n} cannot decode ctl's credential: {out.stderr}"
+        assert "STATUS:          Success (0)" in out.stdout
+
+
+def test_slurm_conf_identical_everywhere() -> None:
+    sums = {n: host(n).check_output("sha256sum /etc/slurm/slurm.conf").split()[0] for n in ALL}
+    assert len(set(sums.values())) == 1, sums
+    conf = host("ctl").file("/etc/slurm/slurm.conf")
+    assert conf.mode == 0o644
+    assert conf.contains("^SlurmctldHost=ctl$")
+    assert conf.contains("^GresTypes=gpu$")
+    assert conf.contains("^ReturnToService=2$")
+    assert conf.contains(
+        "^NodeName=node1 CPUs=[1-9][0-9]* RealMemory=[1-9][0-9]* Gres=gpu:1 State=UNKNOWN$"
+    )
+    assert conf.contains(
+        "^NodeName=node2 CPUs=[1-9][0-9]* RealMemory=[1-9][0-9]* Gres=gpu:1 State=UNKNOWN$"
+    )
+
+
+@pytest.mark.parametrize("name", COMPUTE)
+def test_gres_conf_names_the_gpu(name: str) -> None:
+    gres = host(name).file("/etc/slurm/gres.conf")
+    assert gres.exists
+    assert gres.contains("^Name=gpu File=/dev/nvidia0$")
+
+
+def test_slurmctld_running_and_listening() -> None:
+    h = host("ctl")
+    assert h.service("slurmctld").is_running
+    assert h.service("slurmctld").is_enabled
+    assert h.socket("tcp://0.0.0.0:6817").is_listening
+    assert "is UP" in h.check_output("scontrol ping")
+
+
+@pytest.mark.parametrize("name", COMPUTE)
+def test_slurmd_running_and_listening(name: str) -> None:
+    h = host(name)
+    assert h.service("slurmd").is_running
+    assert h.service("slurmd").is_enabled
+    assert h.socket("tcp://0.0.0.0:6818").is_listening
+
+
+def test_sinfo_shows_both_nodes_idle() -> None:
+    out = host("ctl").check_output("sinfo --noheader --Node --format='%N %P %t %G'")
+    assert sorted(out.splitlines()) == [
+        "node1 main* idle gpu:1",
+        "node2 main* idle gpu:1",
+    ]
+
+
+def test_srun_runs_on_both_nodes() -> None:
+    out = host("ctl").check_output("timeout 60 srun --immediate=30 -N2 hostname")
+    assert sorted(out.split()) == ["node1", "node2"]
+
+
+def test_srun_gpu_request_sets_cuda_visible_devices() -> None:
+    out = host("ctl").check_output(
+        "timeout 60 srun --immediate=30 -N1 --gres=gpu:1 printenv CUDA_VISIBLE_DEVICES"
+    )
+    assert out.strip() == "0"
+
+
+def test_shared_directory_seen_by_all_nodes() -> None:
+    token = os.urandom(8).hex()
+    host("node1").check_output(f"printf %s {token} > /shared/verify-{token}")
+    try:
+        for n in ALL:
+            assert host(n).file(f"/shared/verify-{token}").content_string == token
+    finally:
+        host("node1").run(f"rm -f /shared/verify-{token}")
+
+
+@pytest.mark.parametrize("name", COMPUTE)
+def test_torch_in_venv(name: str) -> None:
+    out = host(name).check_output(
+        "/opt/pytorch/venv/bin/python -c 'import torch; print(torch.__version__)'"
+    )
+    assert out.strip() == "2.13.0+cpu"

@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Prepare this machine to run the local Docker cluster.
+
+Sub-commands (each idempotent, each fast when there is nothing to do):
+
+  docker      start dockerd when it is not answering (install docker.io when
+              missing; needs root)
+  image       build the Debian systemd base image with debootstrap + docker
+              import when the tag is absent or its recipe changed
+  wheelhouse  fill a local wheelhouse with the CPU torch build for the nodes
+  all         the three above
+
+No registry is used: images are built from Debian's archive with the default
+mirror of debootstrap, wheels come from the local /opt/wheels or PyPI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import inspect
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CACHE = ROOT / ".cache"
+HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
+IMAGE_PACKAGES = [
+    "python3",
+    "python3-apt",
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+    "iproute2",
+    "sudo",
+    "ca-certificates",
+]
+TORCH_SPEC = "torch==2.13.0+cpu"
+LOCAL_WHEELS = Path("/opt/wheels")
+
+
+def log(msg: str) -> None:
+    print(f"hostprep: {msg}", flush=True)
+
+
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def docker_up() -> bool:
+    return (
+        shutil.which("docker") is not None
+        and subprocess.run(["docker", "info"], capture_output=True).returncode == 0
+    )
+
+
+def ensure_docker() -> None:
+    if docker_up():
+        log("dockerd is running")
+        return
+    if shutil.which("dockerd") is None:
+        if os.geteuid() != 0:
+            sys.exit("hostprep: docker.io is not installed; run as root or install it")
+        log("installing docker.io")
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        run(["apt-get", "update", "-qq"], env=env)
+        run(["apt-get", "install", "-y", "-qq", "docker.io"], env=env)
+    log("starting dockerd")
+    logf = open(CACHE / "dockerd.log", "ab")  # noqa: SIM115 - handed to the daemon
+    subprocess.Popen(
+        ["dockerd"], stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, start_new_session=True
+    )
+    for _ in range(60):
+        if docker_up():
+            log("dockerd is up")
+            return
+        time.sleep(1)
+    sys.exit(f"hostprep: dockerd did not answer in 60 s; see {CACHE / 'dockerd.log'}")
+
+
+def host_cas() -> list[Path]:
+    return sorted(HOST_CA_DIR.glob("*.crt")) if HOST_CA_DIR.is_dir() else []
+
+
+def recipe_hash(suite: str) -> str:
+    """Everything that goes into the image; a change rebuilds it."""
+    h = hashlib.sha256()
+    h.update(suite.encode())
+    h.update(" ".join(IMAGE_PACKAGES).encode())
+    h.update(inspect.getsource(customise).encode())
+    for ca in host_cas():
+        h.update(ca.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def image_label(tag: str) -> str | None:
+    out = subprocess.run(
+        ["docker", "image", "inspect", "-f", '{{ index .Config.Labels "recipe" }}', tag],
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def ensure_image(suite: str, tag: str) -> None:
+    want = recipe_hash(suite)
+    if image_label(tag) == want:
+        log(f"image {tag} is current")
+        return
+    if shutil.which("debootstrap") is None:
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        run(["apt-get", "update", "-qq"], env=env)
+        run(["apt-get", "install", "-y", "-qq", "debootstrap"], env=env)
+    CACHE.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=CACHE, prefix=f"rootfs-{suite}-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        log(f"debootstrap {suite} (about a minute)")
+        run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(IMAGE_PACKAGES)}",
+                suite,
+                str(rootfs),
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        customise(rootfs)
+        log(f"docker import → {tag}")
+        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        run(
+            [
+                "docker",
+                "import",
+                "--change",
+                f"LABEL recipe={want}",
+                "--change",
+                'CMD ["/lib/systemd/systemd"]',
+                "-",
+                tag,
+            ],
+            stdin=tar.stdout,
+            stdout=subprocess.DEVNULL,
+        )
+        if tar.wait() != 0:
+            sys.exit("hostprep: tar of the rootfs failed")
+
+
+def customise(rootfs: Path) -> None:
+    """Trust the host's extra CAs, keep the image small, quiet systemd units."""
+    for ca in host_cas():
+        shutil.copy2(ca, rootfs / "usr/local/share/ca-certificates" / ca.name)
+    run(["chroot", str(rootfs), "update-ca-certificates"], stdout=subprocess.DEVNULL)
+    # Units that make no sense in a container (and slow its boot).
+    for unit in (
+        "systemd-remount-fs.service",
+        "getty.target",
+        "console-getty.service",
+        "systemd-logind.service",
+    ):
+        link = rootfs / "etc/systemd/system" / unit
+        link.unlink(missing_ok=True)
+        link.symlink_to("/dev/null")
+    # apt: no recommends, and keep downloaded lists between tasks.
+    (rootfs / "etc/apt/apt.conf.d/90cluster").write_text(
+        'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\n'
+    )
+    (rootfs / "etc/machine-id").write_text("")
+    shutil.rmtree(rootfs / "var/cache/apt/archives", ignore_errors=True)
+    (rootfs / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
+
+
+def ensure_wheelhouse(dest: Path) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    have = [p.name for p in dest.glob("torch-2.13.0+cpu-*.whl")]
+    if have and list(dest.glob("numpy-*.whl")):
+        log(f"wheelhouse {dest} is filled")
+        return
+    log(f"filling wheelhouse {dest}")
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.11",
+        "--platform",
+        "manylinux_2_28_x86_64",
+        "--platform",
+        "manylinux2014_x86_64",
+        "--platform",
+        "manylinux_2_17_x86_64",
+        "-d",
+        str(dest),
+        TORCH_SPEC,
+        "numpy",
+    ]
+    if LOCAL_WHEELS.is_dir():
+        cmd[4:4] = ["--find-links", str(LOCAL_WHEELS)]
+    run(cmd)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=["docker", "image", "wheelhouse", "all"])
+    parser.add_argument("--suite", default="bookworm")
+    parser.add_argument("--tag", default=None, help="image tag (default cluster-base:SUITE)")
+    parser.add_argument("--wheelhouse", type=Path, default=CACHE / "wheelhouse")
+    args = parser.parse_args()
+    CACHE.mkdir(exist_ok=True)
+    tag = args.tag or f"cluster-base:{args.suite}"
+    if args.what in ("docker", "all"):
+        ensure_docker()
+    if args.what in ("image", "all"):
+        ensure_image(args.suite, tag)
+    if args.what in ("wheelhouse", "all"):
+        ensure_wheelhouse(args.wheelhouse)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""Per-rank result records and the atomic JSON writes every result goes through."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ddp_smoke.checks import PEERS_PASSED, CheckResult
+from ddp_smoke.slurm_env import SlurmContext
+
+SCHEMA_VERSION = 1
+RESULT_FILE = "result.json"
+
+
+def rank_file(result_dir: Path, rank: int) -> Path:
+    return result_dir / f"rank-{rank}.json"
+
+
+@dataclass
+class RankRecord:
+    """What one rank saw; filled in as the run goes and written once at the end."""
+
+    context: SlurmContext
+    backend: str | None = None
+    device: str | None = None
+    nodes: list[str] = field(default_factory=list)
+    checks: list[CheckResult] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    error: str | None = None
+
+    @property
+    def who(self) -> str:
+        return f"rank {self.context.rank} on {self.context.host}"
+
+    @property
+    def checks_ok(self) -> bool:
+        return all(check.ok for check in self.checks)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.checks) and self.checks_ok
+
+    def failure(self) -> str | None:
+        """Why this rank failed, without the rank/host prefix; ``None`` if it passed.
+
+        ``peers_passed`` is left out when a local check failed too: the local
+        failure is the news, and the message then reads the same on every rank.
+        """
+        if self.error is not None:
+            return self.error
+        failed = [check for check in self.checks if not check.ok]
+        local = [check for check in failed if check.name != PEERS_PASSED]
+        if failed:
+            return "; ".join(check.detail for check in (local or failed))
+        return None if self.checks else "no checks ran"
+
+    def to_dict(self) -> dict[str, object]:
+        ctx = self.context
+        return {
+            "schema": SCHEMA_VERSION,
+            "rank": ctx.rank,
+            "local_rank": ctx.local_rank,
+            "world_size": ctx.world_size,
+            "job_id": ctx.job_id,
+            "host": ctx.host,
+            "master": f"{ctx.master_addr}:{ctx.master_port}",
+            "backend": self.backend,
+            "device": self.device,
+            "torch": torch.__version__,
+            "nodes": self.nodes,
+            "checks": [check.to_dict() for check in self.checks],
+            "losses": self.losses,
+            "elapsed_s": self.elapsed_s,
+            "status": "pass" if self.ok else "fail",
+            "error": self.failure(),
+        }
+
+    def summary(self) -> dict[str, object]:
+        """What rank 0 writes to ``result.json`` when the whole job passed."""
+        return {
+            "schema": SCHEMA_VERSION,
+            "job_id": self.context.job_id,
+            "nodes": self.nodes,
+            "world_size": self.context.world_size,
+            "backend": self.backend,
+            "torch": torch.__version__,
+            "first_loss": self.losses[0],
+            "last_loss": self.losses[-1],
+            "elapsed_s": self.elapsed_s,
+        }
+
+
+def write_json_atomic(path: Path, data: dict[str, object]) -> None:
+    """Write ``data`` so readers see the old file or the whole new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
