@@ -194,3 +194,27 @@ def test_cli_fail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         "causes": ["rank 1 wrote no result: it did not finish"],
     }
     assert "  - rank 1 wrote no result: it did not finish" in err
+
+
+def test_report_runs_without_torch(tmp_path: Path) -> None:
+    """The controller judges results with the system Python, which has no torch."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['torch'] = None; "
+        "from ddp_smoke.__main__ import main; sys.exit(main(['report', sys.argv[1]]))"
+    )
+    training = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        env={"PYTHONPATH": str(training), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert '"verdict": "FAIL"' in proc.stdout
+    assert "no rank-*.json files" in proc.stdout
+    assert "ModuleNotFoundError" not in proc.stderr
