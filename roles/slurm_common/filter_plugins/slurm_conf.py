@@ -1,0 +1,149 @@
+"""Filters that turn node facts into slurm.conf/gres.conf content and judge changes.
+
+Pure functions, unit-tested in tests/test_slurm_conf_filters.py.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+# slurm.conf field -> key in the slurm_node fact (from slurmd -C).
+LAYOUT = {
+    "CPUs": "cpus",
+    "Boards": "boards",
+    "SocketsPerBoard": "sockets_per_board",
+    "CoresPerSocket": "cores_per_socket",
+    "ThreadsPerCore": "threads_per_core",
+    "RealMemory": "real_memory",
+}
+
+# Keys whose change slurmctld/slurmd only pick up on restart (Slurm docs:
+# scontrol reconfigure does not apply them); anything else is reconfigured.
+RESTART_KEYS = {
+    "AccountingStorageHost",
+    "AccountingStoragePort",
+    "AccountingStorageType",
+    "AuthType",
+    "ClusterName",
+    "CryptoType",
+    "GresTypes",
+    "JobAcctGatherType",
+    "LaunchType",
+    "MpiDefault",
+    "PluginDir",
+    "PrologFlags",
+    "ProctrackType",
+    "SelectType",
+    "SelectTypeParameters",
+    "SlurmctldHost",
+    "SlurmctldPort",
+    "SlurmdPort",
+    "SlurmdSpoolDir",
+    "SlurmUser",
+    "StateSaveLocation",
+    "SwitchType",
+    "TaskPlugin",
+}
+
+
+def node_definition(info: dict, margin_percent: int, overrides: dict | None = None) -> dict:
+    """slurm.conf node fields: reported layout, RealMemory margin_percent below, overrides."""
+    fields = {key: info[fact] for key, fact in LAYOUT.items() if fact in info}
+    if "RealMemory" in fields:
+        fields["RealMemory"] = int(fields["RealMemory"] * (100 - int(margin_percent)) / 100)
+    for key, value in (overrides or {}).items():
+        fields[key] = int(value)
+    return fields
+
+
+def node_problems(info: dict, host: str, overrides: dict | None, gpus_configured: int) -> list:
+    """Inventory values the node cannot honour, each naming host, field and both values."""
+    problems = []
+    for key, value in (overrides or {}).items():
+        if key not in LAYOUT:
+            problems.append(
+                f"{host}: slurm_compute_node_overrides has unknown field {key} "
+                f"(allowed: {', '.join(LAYOUT)})"
+            )
+            continue
+        reported = info.get(LAYOUT[key])
+        if reported is not None and int(value) > int(reported):
+            problems.append(
+                f"{host}: slurm_compute_node_overrides.{key}={value} is above what slurmd "
+                f"reports ({reported}); slurmd would drain the node. "
+                "Lower it or remove the override"
+            )
+    found = len(info.get("gpus", []))
+    if int(gpus_configured) != found:
+        problems.append(
+            f"{host}: slurm_compute_gpus={gpus_configured} but the node has {found} GPU(s) "
+            f"({info.get('gpu_source', 'none')}); set slurm_compute_gpus: {found} or fix the node"
+        )
+    return problems
+
+
+def gres_spec(gpus: list) -> str:
+    """Gres= value for slurm.conf: 'gpu:h100:8', 'gpu:2', '' for none."""
+    counts = Counter(g.get("type") or "" for g in gpus)
+    parts = [f"gpu:{t}:{n}" if t else f"gpu:{n}" for t, n in sorted(counts.items())]
+    return ",".join(parts)
+
+
+def gres_lines(gpus: list, nvml: bool) -> list:
+    """gres.conf lines for a node: AutoDetect=nvml when the plugin is there, else File= lines."""
+    if not gpus:
+        return []
+    if nvml:
+        return ["AutoDetect=nvml"]
+    lines = []
+    for gpu in sorted(gpus, key=lambda g: g["index"]):
+        typ = f" Type={gpu['type']}" if gpu.get("type") else ""
+        lines.append(f"Name=gpu{typ} File={gpu['file']}")
+    return lines
+
+
+def _parse(text: str) -> tuple[dict, dict, dict]:
+    """(global keys, nodes by name, partitions by name) of a slurm.conf text."""
+    keys: dict = {}
+    nodes: dict = {}
+    parts: dict = {}
+    for raw in (text or "").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line or "=" not in line:
+            continue
+        first, _, rest = line.partition(" ")
+        key, _, value = first.partition("=")
+        if key == "NodeName":
+            nodes[value] = rest.strip()
+        elif key == "PartitionName":
+            parts[value] = rest.strip()
+        else:
+            keys[key] = line.partition("=")[2]
+    return keys, nodes, parts
+
+
+def slurm_conf_change(old: str | None, new: str) -> str:
+    """'none', 'reconfigure' or 'restart' for a slurm.conf going from old to new."""
+    if not old:
+        return "restart"
+    old_keys, old_nodes, old_parts = _parse(old)
+    new_keys, new_nodes, new_parts = _parse(new)
+    if old_nodes != new_nodes:
+        return "restart"  # nodes added, removed or redefined
+    changed = {k for k in old_keys.keys() | new_keys.keys() if old_keys.get(k) != new_keys.get(k)}
+    if changed & RESTART_KEYS:
+        return "restart"
+    if changed or old_parts != new_parts:
+        return "reconfigure"
+    return "none"
+
+
+class FilterModule:
+    def filters(self) -> dict:
+        return {
+            "slurm_node_definition": node_definition,
+            "slurm_node_problems": node_problems,
+            "slurm_gres_spec": gres_spec,
+            "slurm_gres_lines": gres_lines,
+            "slurm_conf_change": slurm_conf_change,
+        }

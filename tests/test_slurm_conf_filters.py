@@ -1,0 +1,142 @@
+"""Margin, overrides, GPU counts, gres and change classification (slurm_common filters)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "roles/slurm_common/filter_plugins"))
+import slurm_conf as f
+
+DGX = {
+    "cpus": 224,
+    "boards": 1,
+    "sockets_per_board": 2,
+    "cores_per_socket": 56,
+    "threads_per_core": 2,
+    "real_memory": 2063937,
+    "gpus": [{"index": i, "file": f"/dev/nvidia{i}", "type": "h100"} for i in range(8)],
+    "gpu_source": "nvidia-smi",
+}
+CONTAINER = {
+    "cpus": 2,
+    "boards": 1,
+    "sockets_per_board": 1,
+    "cores_per_socket": 2,
+    "threads_per_core": 1,
+    "real_memory": 24105,
+    "gpus": [{"index": 0, "file": "/dev/nvidia0", "type": ""}],
+    "gpu_source": "dev",
+}
+
+
+def test_realmemory_margin() -> None:
+    assert f.node_definition(CONTAINER, 5)["RealMemory"] == 22899
+    assert f.node_definition(DGX, 3)["RealMemory"] == 2002018
+    assert f.node_definition(DGX, 0)["RealMemory"] == 2063937
+
+
+def test_layout_copied_from_slurmd() -> None:
+    assert f.node_definition(DGX, 5) == {
+        "CPUs": 224,
+        "Boards": 1,
+        "SocketsPerBoard": 2,
+        "CoresPerSocket": 56,
+        "ThreadsPerCore": 2,
+        "RealMemory": 1960740,
+    }
+
+
+def test_override_below_reported_is_used() -> None:
+    assert f.node_definition(DGX, 5, {"RealMemory": 1900000})["RealMemory"] == 1900000
+    assert f.node_problems(DGX, "gpu01", {"RealMemory": 1900000}, 8) == []
+
+
+def test_override_above_reported_names_host_field_and_values() -> None:
+    problems = f.node_problems(DGX, "gpu01", {"RealMemory": 2100000}, 8)
+    assert problems == [
+        "gpu01: slurm_compute_node_overrides.RealMemory=2100000 is above what slurmd reports "
+        "(2063937); slurmd would drain the node. Lower it or remove the override"
+    ]
+
+
+def test_unknown_override_field() -> None:
+    assert "unknown field Gpus" in f.node_problems(DGX, "gpu01", {"Gpus": 1}, 8)[0]
+
+
+@pytest.mark.parametrize(("configured", "ok"), [(8, True), (4, False), (0, False)])
+def test_gpu_count_must_match(configured: int, ok: bool) -> None:
+    problems = f.node_problems(DGX, "gpu01", {}, configured)
+    assert (problems == []) is ok
+    if not ok:
+        assert problems[0] == (
+            f"gpu01: slurm_compute_gpus={configured} but the node has 8 GPU(s) (nvidia-smi); "
+            "set slurm_compute_gpus: 8 or fix the node"
+        )
+
+
+def test_gres_spec_and_lines() -> None:
+    assert f.gres_spec(DGX["gpus"]) == "gpu:h100:8"
+    assert f.gres_spec(CONTAINER["gpus"]) == "gpu:1"
+    assert f.gres_spec([]) == ""
+    assert f.gres_lines(CONTAINER["gpus"], False) == ["Name=gpu File=/dev/nvidia0"]
+    assert f.gres_lines(DGX["gpus"], True) == ["AutoDetect=nvml"]
+    assert f.gres_lines(DGX["gpus"], False)[7] == "Name=gpu Type=h100 File=/dev/nvidia7"
+    assert f.gres_lines([], True) == []
+
+
+BASE = """\
+# managed
+ClusterName=lab
+SlurmctldHost=ctl
+ProctrackType=proctrack/cgroup
+ReturnToService=2
+NodeName=node1 CPUs=2 RealMemory=22899 Gres=gpu:1 State=UNKNOWN
+NodeName=node2 CPUs=2 RealMemory=22899 Gres=gpu:1 State=UNKNOWN
+PartitionName=main Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+@pytest.mark.parametrize(
+    ("new", "expected"),
+    [
+        (BASE, "none"),
+        (BASE.replace("# managed", "# managed by ansible"), "none"),
+        (BASE.replace("MaxTime=INFINITE", "MaxTime=2-00:00:00"), "reconfigure"),
+        (BASE.replace("ReturnToService=2", "ReturnToService=1"), "reconfigure"),
+        (BASE + "PartitionName=cpu Nodes=node2 MaxTime=1:00:00 State=UP\n", "reconfigure"),
+        (BASE.replace("proctrack/cgroup", "proctrack/linuxproc"), "restart"),
+        (BASE + "NodeName=node3 CPUs=2 RealMemory=22899 State=UNKNOWN\n", "restart"),
+        (
+            BASE.replace("NodeName=node2 CPUs=2 RealMemory=22899 Gres=gpu:1 State=UNKNOWN\n", ""),
+            "restart",
+        ),
+        (
+            BASE.replace(
+                "RealMemory=22899 Gres=gpu:1 State=UNKNOWN\nNodeName=node2",
+                "RealMemory=20000 Gres=gpu:1 State=UNKNOWN\nNodeName=node2",
+            ),
+            "restart",
+        ),
+    ],
+    ids=[
+        "same",
+        "comment",
+        "maxtime",
+        "rts",
+        "new-partition",
+        "plugin",
+        "add-node",
+        "remove-node",
+        "node-memory",
+    ],
+)
+def test_change_classification(new: str, expected: str) -> None:
+    assert f.slurm_conf_change(BASE, new) == expected
+
+
+def test_first_install_is_a_restart() -> None:
+    assert f.slurm_conf_change("", BASE) == "restart"
+    assert f.slurm_conf_change(None, BASE) == "restart"
