@@ -8,7 +8,7 @@ export ANSIBLE_FORCE_COLOR ?= 0
 # Local torch wheel for the control machine's unit tests (never the CUDA build).
 WHEELS ?= /opt/wheels
 
-.PHONY: venv host lint unit demo test smoke clean
+.PHONY: venv host lint unit demo test clean bench
 
 venv: $(VENV)/.installed
 
@@ -47,3 +47,8 @@ test: lint unit host
 clean:
 	-molecule destroy
 	rm -rf .cache/shared results
+
+# Timed provisioning and smoke job on fresh containers, with ansible-runner
+# (a benchmark: not part of `make test`). BENCH_ARGS="--compare FILE" etc.
+bench: host
+	$(BIN)/python bench/bench.py $(BENCH_ARGS)

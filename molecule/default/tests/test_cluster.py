@@ -58,10 +58,12 @@ def test_slurm_conf_identical_everywhere() -> None:
     assert conf.contains("^GresTypes=gpu$")
     assert conf.contains("^ReturnToService=2$")
     assert conf.contains(
-        "^NodeName=node1 CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=[1-9][0-9]* Gres=gpu:1 State=UNKNOWN$"
+        "^NodeName=node1 CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 "
+        "RealMemory=[1-9][0-9]* Gres=gpu:1 State=UNKNOWN$"
     )
     assert conf.contains(
-        "^NodeName=node2 CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=[1-9][0-9]* Gres=gpu:1 State=UNKNOWN$"
+        "^NodeName=node2 CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 "
+        "RealMemory=[1-9][0-9]* Gres=gpu:1 State=UNKNOWN$"
     )
 
 

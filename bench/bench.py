@@ -1,0 +1,894 @@
+#!/usr/bin/env python3
+"""Benchmark provisioning and the smoke job on the local Docker cluster.
+
+Steps, each timed; playbooks go through ansible-runner, never a shell loop:
+
+  destroy, create   fresh containers (`molecule destroy`, `molecule create`,
+                    which also runs the prepare playbook with the fake GPUs)
+  cold              site.yml with no cached facts
+  rerun-1..N        site.yml again; each must report changed=0 on every host
+  smoke-1..N        smoke_train.yml
+  floor-ping        one ping task on every node, no fact gathering
+  floor-facts       the same with fact gathering and no fact cache
+
+Results: bench/results/<timestamp>.json (schema in bench/README.md), a table
+on stdout with the 10 slowest tasks, and a PNG chart next to the JSON;
+--compare FILE adds the change against an earlier results file, --report FILE
+prints a results file again without running anything.
+The exit status is non-zero only when a run fails or a rerun reports changes;
+the time targets are reported as met / not met, never enforced.
+
+What parses, summarises, compares or renders (parse_events, summarise,
+problems, compare, render_table, render_png) takes plain data, so tests run it
+on recorded events without a cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+INVENTORY = ROOT / "inventory" / "local"
+ANSIBLE_CFG = ROOT / "ansible.cfg"
+# ansible.cfg's fact_caching_connection (.cache/facts); Ansible resolves it
+# relative to the directory of ansible.cfg, not the working directory.
+FACT_CACHE = ROOT / ".cache" / "facts"
+# Host folder bind-mounted at /shared in every container (molecule.yml).
+SHARED_DIR = ROOT / ".cache" / "shared"
+DEFAULT_OUT = ROOT / "bench" / "results"
+
+SCHEMA_VERSION = 1
+TARGETS_S = {"cold": 120.0, "rerun": 20.0, "smoke": 30.0}
+TARGET_LABELS = {
+    "cold": "cold site.yml",
+    "rerun": "no-change rerun (median)",
+    "smoke": "smoke_train.yml (median)",
+}
+PLAYBOOK_TIMEOUT_S = 1800
+MOLECULE_TIMEOUT_S = 900
+TOP_TASKS = 10
+
+TASK_EVENTS = ("runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable")
+# playbook_on_stats keys → the names used in the results file.
+STAT_KEYS = {
+    "ok": "ok",
+    "changed": "changed",
+    "skipped": "skipped",
+    "failures": "failures",
+    "dark": "unreachable",
+    "rescued": "rescued",
+    "ignored": "ignored",
+}
+# Rows of the table, the chart and the comparison: (label, kind).
+FIGURES = (
+    ("destroy (molecule)", "destroy"),
+    ("create (molecule)", "create"),
+    ("cold site.yml", "cold"),
+    ("rerun site.yml", "rerun"),
+    ("smoke_train.yml", "smoke"),
+    ("floor: ping", "floor"),
+    ("floor: ping + facts", "floor_facts"),
+)
+
+
+# --------------------------------------------------------------------------
+# Parsed runs
+
+
+@dataclass
+class HostStats:
+    ok: int = 0
+    changed: int = 0
+    skipped: int = 0
+    failures: int = 0
+    unreachable: int = 0
+    rescued: int = 0
+    ignored: int = 0
+
+
+@dataclass
+class TaskTiming:
+    """One task name of one role in one run.
+
+    duration_s is the longest host's duration of each instance of the task
+    (hosts run a task in parallel), summed over instances (a task name can run
+    more than once: loops over include_tasks, handlers notified twice).
+    """
+
+    role: str
+    task: str
+    duration_s: float
+    instances: int = 1
+    hosts: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.role} : {self.task}" if self.role else self.task
+
+
+@dataclass
+class RunResult:
+    name: str
+    kind: str
+    playbook: str
+    status: str
+    rc: int
+    wall_s: float
+    hosts: dict[str, HostStats] = field(default_factory=dict)
+    tasks: list[TaskTiming] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "successful"
+
+    @property
+    def changed(self) -> int:
+        return sum(h.changed for h in self.hosts.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunResult:
+        return cls(
+            name=data["name"],
+            kind=data["kind"],
+            playbook=data["playbook"],
+            status=data["status"],
+            rc=data["rc"],
+            wall_s=data["wall_s"],
+            hosts={h: HostStats(**s) for h, s in data["hosts"].items()},
+            tasks=[TaskTiming(**t) for t in data["tasks"]],
+            errors=list(data["errors"]),
+        )
+
+
+def parse_time(stamp: str | None) -> datetime | None:
+    return datetime.fromisoformat(stamp) if stamp else None
+
+
+def event_duration(data: Mapping[str, Any]) -> float:
+    """Seconds one host spent on one task: the event's duration, else end - start."""
+    duration = data.get("duration")
+    if isinstance(duration, int | float):
+        return float(duration)
+    start, end = parse_time(data.get("start")), parse_time(data.get("end"))
+    return (end - start).total_seconds() if start and end else 0.0
+
+
+def events_span_s(events: list[Mapping[str, Any]]) -> float:
+    stamps = [t for t in (parse_time(e.get("created")) for e in events) if t]
+    return (max(stamps) - min(stamps)).total_seconds() if stamps else 0.0
+
+
+def host_stats(stats_data: Mapping[str, Any]) -> dict[str, HostStats]:
+    hosts: dict[str, HostStats] = {}
+    for key, name in STAT_KEYS.items():
+        for host, count in (stats_data.get(key) or {}).items():
+            setattr(hosts.setdefault(host, HostStats()), name, int(count))
+    return dict(sorted(hosts.items()))
+
+
+def error_line(event: str, data: Mapping[str, Any]) -> str:
+    res = data.get("res") or {}
+    msg = str(res.get("msg") or res.get("stderr") or "").strip().splitlines()
+    what = "unreachable" if event == "runner_on_unreachable" else "failed"
+    return f"{data.get('host')}: {data.get('task')}: {what}: {msg[0] if msg else '(no message)'}"
+
+
+def task_instances(events: Iterable[Mapping[str, Any]]) -> list[TaskTiming]:
+    """One TaskTiming per task instance (task_uuid), in the order they ran."""
+    instances: dict[str, TaskTiming] = {}
+    for event in events:
+        if event.get("event") not in TASK_EVENTS:
+            continue
+        data = event.get("event_data") or {}
+        key = str(data.get("task_uuid") or (data.get("role"), data.get("task")))
+        timing = instances.setdefault(
+            key, TaskTiming(role=data.get("role") or "", task=data.get("task") or "", duration_s=0)
+        )
+        host = str(data.get("host"))
+        timing.duration_s = max(timing.duration_s, event_duration(data))
+        timing.hosts.append(host)
+        if event["event"] == "runner_on_ok" and (data.get("res") or {}).get("changed"):
+            timing.changed.append(host)
+        failed = event["event"] == "runner_on_failed" and not data.get("ignore_errors")
+        if failed or event["event"] == "runner_on_unreachable":
+            timing.failed.append(host)
+    return list(instances.values())
+
+
+def merge_tasks(instances: Iterable[TaskTiming]) -> list[TaskTiming]:
+    """Aggregate instances per (role, task name): durations summed, hosts joined."""
+    merged: dict[tuple[str, str], TaskTiming] = {}
+    for inst in instances:
+        key = (inst.role, inst.task)
+        if key not in merged:
+            merged[key] = TaskTiming(role=inst.role, task=inst.task, duration_s=0, instances=0)
+        total = merged[key]
+        total.duration_s = round(total.duration_s + inst.duration_s, 6)
+        total.instances += 1
+        for mine, theirs in (
+            (total.hosts, inst.hosts),
+            (total.changed, inst.changed),
+            (total.failed, inst.failed),
+        ):
+            mine.extend(h for h in theirs if h not in mine)
+    return list(merged.values())
+
+
+def parse_events(
+    events: Iterable[Mapping[str, Any]],
+    *,
+    name: str = "",
+    kind: str = "",
+    playbook: str = "",
+    status: str | None = None,
+    rc: int | None = None,
+    wall_s: float | None = None,
+) -> RunResult:
+    """A RunResult from ansible-runner events.
+
+    status/rc/wall_s come from the runner when it ran here; without them (a
+    fixture) status follows the stats (no stats: the playbook did not finish)
+    and wall_s is the span of the event timestamps.
+    """
+    events = list(events)
+    stats = next((e for e in reversed(events) if e.get("event") == "playbook_on_stats"), None)
+    hosts = host_stats(stats["event_data"]) if stats else {}
+    if status is None:
+        broken = any(h.failures or h.unreachable for h in hosts.values())
+        status = "successful" if stats and not broken else "failed"
+    errors = [
+        error_line(e["event"], e.get("event_data") or {})
+        for e in events
+        if e.get("event") == "runner_on_unreachable"
+        or (
+            e.get("event") == "runner_on_failed"
+            and not e.get("event_data", {}).get("ignore_errors")
+        )
+    ]
+    return RunResult(
+        name=name,
+        kind=kind,
+        playbook=playbook
+        or next((e.get("event_data", {}).get("playbook", "") for e in events), ""),
+        status=status,
+        rc=(0 if status == "successful" else 2) if rc is None else rc,
+        wall_s=round(events_span_s(events) if wall_s is None else wall_s, 3),
+        hosts=hosts,
+        tasks=merge_tasks(task_instances(events)),
+        errors=errors,
+    )
+
+
+# --------------------------------------------------------------------------
+# Summary, verdicts, comparison
+
+
+def stats_s(values: list[float]) -> dict[str, float | int] | None:
+    if not values:
+        return None
+    return {
+        "n": len(values),
+        "min_s": round(min(values), 3),
+        "median_s": round(statistics.median(values), 3),
+        "max_s": round(max(values), 3),
+    }
+
+
+def runs_of(runs: Iterable[RunResult], kind: str) -> list[RunResult]:
+    return [r for r in runs if r.kind == kind]
+
+
+def median_run(runs: list[RunResult]) -> RunResult | None:
+    """The run at the median wall time (the lower middle one for an even count)."""
+    ordered = sorted(runs, key=lambda r: r.wall_s)
+    return ordered[(len(ordered) - 1) // 2] if ordered else None
+
+
+def slowest(run: RunResult | None, n: int = TOP_TASKS) -> list[dict[str, Any]]:
+    if run is None:
+        return []
+    top = sorted(run.tasks, key=lambda t: t.duration_s, reverse=True)[:n]
+    return [
+        {"role": t.role, "task": t.task, "duration_s": t.duration_s, "hosts": len(t.hosts)}
+        for t in top
+    ]
+
+
+def floor_task_s(run: RunResult | None) -> float | None:
+    """The longest task of a floor run: one module round trip (or fact gathering)."""
+    return max((t.duration_s for t in run.tasks), default=None) if run else None
+
+
+def target_verdicts(figures: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """met is None when the figure was not measured (or none of its runs succeeded)."""
+    verdicts = []
+    for kind, limit in TARGETS_S.items():
+        stats = figures.get(kind)
+        value = stats["median_s"] if stats else None
+        verdicts.append(
+            {
+                "name": kind,
+                "label": TARGET_LABELS[kind],
+                "value_s": value,
+                "limit_s": limit,
+                "met": None if value is None else value <= limit,
+            }
+        )
+    return verdicts
+
+
+def counts(run: RunResult) -> bool:
+    """Whether a run's time is a figure: it succeeded and, for a rerun, changed nothing."""
+    return run.ok and not (run.kind == "rerun" and run.changed)
+
+
+def summarise(runs: list[RunResult]) -> dict[str, Any]:
+    """Figures per kind (runs that count), multiples of the floor, targets, slowest tasks."""
+    good = [r for r in runs if counts(r)]
+    figures = {kind: stats_s([r.wall_s for r in runs_of(good, kind)]) for _, kind in FIGURES}
+    floor = figures.get("floor")
+    reruns = runs_of(runs, "rerun")
+    rerun_median = median_run(runs_of(good, "rerun"))
+    x_floor = {
+        kind: round(figures[kind]["median_s"] / floor["median_s"], 1)
+        for kind in ("cold", "rerun", "smoke", "floor_facts")
+        if figures.get(kind) and floor and floor["median_s"] > 0
+    }
+    return {
+        "figures": figures,
+        "rerun_changed": {r.name: r.changed for r in reruns},
+        "floor_task_s": {
+            "ping": floor_task_s(median_run(runs_of(good, "floor"))),
+            "facts": floor_task_s(median_run(runs_of(good, "floor_facts"))),
+        },
+        "x_floor": x_floor,
+        "targets": target_verdicts(figures),
+        "slowest": {
+            "cold": slowest(median_run(runs_of(good, "cold"))),
+            "rerun": slowest(rerun_median),
+            "rerun_run": rerun_median.name if rerun_median else None,
+        },
+    }
+
+
+def problems(runs: Iterable[RunResult]) -> list[str]:
+    """Why `make bench` fails: a run that did not succeed, a rerun that changed something."""
+    found = []
+    for run in runs:
+        if not run.ok:
+            found.append(f"{run.name} ({run.playbook}) {run.status}, rc {run.rc}")
+            found.extend(f"  {line}" for line in run.errors[:10])
+        elif run.kind == "rerun" and run.changed:
+            hosts = ", ".join(f"{h} changed={s.changed}" for h, s in run.hosts.items() if s.changed)
+            found.append(f"{run.name} ({run.playbook}) reported changes: {hosts}")
+            found.extend(
+                f"  changed: {t.label} on {', '.join(t.changed)}" for t in run.tasks if t.changed
+            )
+    return found
+
+
+def exit_code(runs: Iterable[RunResult]) -> int:
+    return 1 if problems(runs) else 0
+
+
+def format_s(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f} s"
+
+
+def format_change(old: float | None, new: float | None) -> str:
+    """'-12.3 s (-40%)'; 'n/a' when either side is missing."""
+    if old is None or new is None:
+        return "n/a"
+    delta = new - old
+    text = f"{delta:+.1f} s"
+    return f"{text} ({delta / old * 100:+.0f}%)" if old else text
+
+
+def figure_value(doc: Mapping[str, Any], kind: str) -> float | None:
+    stats = doc["summary"]["figures"].get(kind)
+    return stats["median_s"] if stats else None
+
+
+def task_durations(doc: Mapping[str, Any], which: str) -> dict[str, float]:
+    return {
+        (f"{t['role']} : {t['task']}" if t["role"] else t["task"]): t["duration_s"]
+        for t in doc["summary"]["slowest"][which]
+    }
+
+
+def machine_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    keys = ("nproc", "memory_gib", "ansible_core", "ansible_runner", "docker")
+    return [f"  {k}: {old.get(k)} -> {new.get(k)}" for k in keys if old.get(k) != new.get(k)]
+
+
+def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """Text: each figure (median) old -> new with its change, then the slowest cold tasks."""
+    lines = [
+        f"Change from {old['started']} (commit {old['machine'].get('commit', '?')[:12]}) "
+        f"to {new['started']} (commit {new['machine'].get('commit', '?')[:12]}), medians:"
+    ]
+    for label, kind in FIGURES:
+        before, after = figure_value(old, kind), figure_value(new, kind)
+        if before is None and after is None:
+            continue
+        lines.append(
+            f"  {label:<22} {format_s(before):>9} -> {format_s(after):>9}   "
+            f"{format_change(before, after)}"
+        )
+    before_tasks, after_tasks = task_durations(old, "cold"), task_durations(new, "cold")
+    if after_tasks:
+        lines.append("Slowest tasks of the cold run:")
+        for label, after in after_tasks.items():
+            before = before_tasks.get(label)
+            change = format_change(before, after) if before is not None else "new in top 10"
+            lines.append(f"  {label[:60]:<60} {format_s(after):>9}   {change}")
+    differs = machine_changes(old["machine"], new["machine"])
+    if differs:
+        lines.append("Not the same machine or tools, read with care:")
+        lines.extend(differs)
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# Rendering
+
+
+def verdict_word(met: bool | None) -> str:
+    return {True: "met", False: "NOT MET", None: "not measured"}[met]
+
+
+def figure_rows(summary: Mapping[str, Any]) -> list[str]:
+    targets = {t["name"]: t for t in summary["targets"]}
+    rows = [
+        f"  {'step':<22} {'runs':>4} {'min':>9} {'median':>9} {'max':>9} {'x floor':>8}  target"
+    ]
+    for label, kind in FIGURES:
+        stats = summary["figures"].get(kind)
+        if not stats:
+            continue
+        x_floor = summary["x_floor"].get(kind)
+        target = targets.get(kind)
+        verdict = f"<= {target['limit_s']:.0f} s {verdict_word(target['met'])}" if target else ""
+        rows.append(
+            f"  {label:<22} {stats['n']:>4} {format_s(stats['min_s']):>9} "
+            f"{format_s(stats['median_s']):>9} {format_s(stats['max_s']):>9} "
+            f"{'' if x_floor is None else f'{x_floor:.1f}x':>8}  {verdict}".rstrip()
+        )
+    return rows
+
+
+def task_rows(title: str, tasks: list[Mapping[str, Any]]) -> list[str]:
+    if not tasks:
+        return []
+    rows = [f"{len(tasks)} slowest tasks, {title} (longest host):"]
+    for t in tasks:
+        label = f"{t['role']} : {t['task']}" if t["role"] else t["task"]
+        rows.append(f"  {t['duration_s']:>7.1f} s  {label}")
+    return rows
+
+
+def render_table(doc: Mapping[str, Any]) -> str:
+    machine, summary = doc["machine"], doc["summary"]
+    lines = [
+        f"Benchmark {doc['started']}  commit {machine.get('commit', '?')[:12]}"
+        f"{' (dirty)' if machine.get('dirty') else ''}  {machine.get('nproc')} CPUs, "
+        f"{machine.get('memory_gib')} GiB, ansible-core {machine.get('ansible_core')}",
+        *figure_rows(summary),
+    ]
+    changed = [f"{n} ({c} changed)" for n, c in summary["rerun_changed"].items() if c]
+    if changed:
+        lines.append(f"  reruns with changes, left out of the figures: {', '.join(changed)}")
+    floor_task = summary["floor_task_s"]
+    if floor_task.get("ping") is not None:
+        lines.append(
+            f"  one task on every node costs {format_s(floor_task['ping'])}, "
+            f"fact gathering {format_s(floor_task.get('facts'))}"
+        )
+    lines += task_rows("cold site.yml", summary["slowest"]["cold"])
+    rerun = summary["slowest"]["rerun_run"]
+    lines += task_rows(f"median rerun ({rerun})", summary["slowest"]["rerun"])
+    return "\n".join(lines)
+
+
+def short(label: str, width: int = 48) -> str:
+    return label if len(label) <= width else label[: width - 1] + "…"
+
+
+def plot_figures(ax: Any, summary: Mapping[str, Any]) -> None:
+    shown = [(label, summary["figures"][kind], kind) for label, kind in FIGURES[1:]]
+    shown = [s for s in shown if s[1]]
+    y = list(range(len(shown)))
+    medians = [s["median_s"] for _, s, _ in shown]
+    spread = [
+        [s["median_s"] - s["min_s"] for _, s, _ in shown],
+        [s["max_s"] - s["median_s"] for _, s, _ in shown],
+    ]
+    colors = [
+        "#c44e52" if s["median_s"] > TARGETS_S.get(kind, float("inf")) else "#4c72b0"
+        for _, s, kind in shown
+    ]
+    ax.barh(y, medians, xerr=spread, color=colors, capsize=3)
+    for i, (_, stats, kind) in enumerate(shown):
+        ax.annotate(f" {stats['median_s']:.1f} s", (stats["max_s"], i), va="center", fontsize=8)
+        if kind in TARGETS_S:
+            ax.vlines(TARGETS_S[kind], i - 0.4, i + 0.4, colors="#c44e52", linestyles="--")
+    ax.set_yticks(y, [label for label, _, _ in shown])
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds (median, min-max; dashed: target, red: target not met)")
+    ax.set_title("Steps")
+
+
+def plot_tasks(ax: Any, title: str, tasks: list[Mapping[str, Any]]) -> None:
+    labels = [short(f"{t['role']} : {t['task']}" if t["role"] else t["task"]) for t in tasks]
+    ax.barh(range(len(tasks)), [t["duration_s"] for t in tasks], color="#55a868")
+    ax.set_yticks(range(len(tasks)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds (longest host)")
+    ax.set_title(title)
+
+
+def render_png(doc: Mapping[str, Any], path: Path) -> Path:
+    """Bar chart of the steps and of the slowest tasks; matplotlib is imported here only."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = doc["summary"]
+    fig, axes = plt.subplots(3, 1, figsize=(10, 12), height_ratios=[2, 3, 3])
+    plot_figures(axes[0], summary)
+    plot_tasks(axes[1], "Slowest tasks, cold site.yml", summary["slowest"]["cold"])
+    rerun = summary["slowest"]["rerun_run"]
+    plot_tasks(axes[2], f"Slowest tasks, median rerun ({rerun})", summary["slowest"]["rerun"])
+    fig.suptitle(f"make bench {doc['started']} ({doc['machine'].get('commit', '?')[:12]})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------
+# Running things
+
+
+@dataclass
+class RunnerOutput:
+    status: str
+    rc: int
+    wall_s: float
+    events: list[dict[str, Any]]
+
+
+def tool_env() -> dict[str, str]:
+    """Additions to the environment of molecule and ansible-playbook: the venv's tools first."""
+    return {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_NOCOLOR": "1",
+    }
+
+
+def ansible_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The repository's ansible.cfg wherever the bench is started from, plus extra."""
+    return {**tool_env(), "ANSIBLE_CONFIG": str(ANSIBLE_CFG), **(extra or {})}
+
+
+def invoke_runner(
+    playbook: str,
+    *,
+    project_dir: Path = ROOT,
+    inventory: Path = INVENTORY,
+    env: Mapping[str, str] | None = None,
+    extravars: Mapping[str, Any] | None = None,
+    timeout: int = PLAYBOOK_TIMEOUT_S,
+) -> RunnerOutput:
+    """One ansible-playbook run through ansible-runner, in project_dir (its cwd)."""
+    import ansible_runner
+
+    with tempfile.TemporaryDirectory(prefix="bench-runner-") as private:
+        start = time.perf_counter()
+        runner = ansible_runner.run(
+            private_data_dir=private,
+            project_dir=str(project_dir),
+            playbook=playbook,
+            inventory=str(inventory),
+            envvars=ansible_env(env),
+            extravars=dict(extravars or {}),
+            # Anything but "jsonfile" stops ansible-runner from pointing the fact
+            # cache at its artifacts folder: ansible.cfg's .cache/facts is used.
+            fact_cache_type="ansible.cfg",
+            timeout=timeout,
+            quiet=True,
+        )
+        wall = time.perf_counter() - start
+        events = list(runner.events)
+    rc = runner.rc if runner.rc is not None else -1
+    return RunnerOutput(status=runner.status, rc=rc, wall_s=wall, events=events)
+
+
+def run_playbook(name: str, kind: str, playbook: str, **kwargs: Any) -> RunResult:
+    out = invoke_runner(playbook, **kwargs)
+    return parse_events(
+        out.events,
+        name=name,
+        kind=kind,
+        playbook=Path(playbook).name,
+        status=out.status,
+        rc=out.rc,
+        wall_s=out.wall_s,
+    )
+
+
+def run_command(name: str, kind: str, argv: list[str]) -> RunResult:
+    """A timed subprocess in the repository root (molecule); its output is shown on failure."""
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            argv,
+            cwd=ROOT,
+            env=dict(os.environ, **tool_env()),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=MOLECULE_TIMEOUT_S,
+        )
+        rc, status = proc.returncode, "successful" if proc.returncode == 0 else "failed"
+        output = (proc.stdout + proc.stderr).splitlines()
+    except subprocess.TimeoutExpired:
+        rc, status, output = 124, "timeout", [f"no answer in {MOLECULE_TIMEOUT_S} s"]
+    wall = round(time.perf_counter() - start, 3)
+    errors = [] if rc == 0 else output[-10:]
+    return RunResult(
+        name=name,
+        kind=kind,
+        playbook=" ".join(argv),
+        status=status,
+        rc=rc,
+        wall_s=wall,
+        errors=errors,
+    )
+
+
+def floor_playbook(directory: Path, gather_facts: bool) -> Path:
+    """The cheapest playbook that touches every node: one ping."""
+    path = directory / ("floor_facts.yml" if gather_facts else "floor.yml")
+    path.write_text(
+        "---\n"
+        "- name: Floor\n"
+        "  hosts: slurm_cluster\n"
+        f"  gather_facts: {str(gather_facts).lower()}\n"
+        "  tasks:\n"
+        "    - name: Ping\n"
+        "      ansible.builtin.ping:\n"
+    )
+    return path
+
+
+# No fact cache for the floor with facts: every run gathers, as a cold one does.
+FLOOR_FACTS_ENV = {
+    "ANSIBLE_CACHE_PLUGIN": "ansible.builtin.memory",
+    "ANSIBLE_GATHERING": "implicit",
+}
+
+
+def empty_dir(path: Path) -> None:
+    """Remove what is inside path, keep path itself (a bind-mount source)."""
+    path.mkdir(parents=True, exist_ok=True)
+    for child in path.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+Step = tuple[str, Callable[[], RunResult]]
+
+
+def fresh_steps() -> list[Step]:
+    def cold() -> RunResult:
+        shutil.rmtree(FACT_CACHE, ignore_errors=True)
+        return run_playbook("cold", "cold", "site.yml")
+
+    def create() -> RunResult:
+        # Same as `make clean`: the shared filesystem starts empty too.
+        empty_dir(SHARED_DIR)
+        return run_command("create", "create", ["molecule", "create"])
+
+    return [
+        ("destroy", lambda: run_command("destroy", "destroy", ["molecule", "destroy"])),
+        ("create", create),
+        ("cold", cold),
+    ]
+
+
+def playbook_steps(reruns: int, smokes: int, scratch: Path) -> list[Step]:
+    steps: list[Step] = []
+    for i in range(1, reruns + 1):
+        steps.append((f"rerun-{i}", lambda i=i: run_playbook(f"rerun-{i}", "rerun", "site.yml")))
+    for i in range(1, smokes + 1):
+        steps.append(
+            (f"smoke-{i}", lambda i=i: run_playbook(f"smoke-{i}", "smoke", "smoke_train.yml"))
+        )
+    floor, facts = floor_playbook(scratch, False), floor_playbook(scratch, True)
+    steps.append(("floor-ping", lambda: run_playbook("floor-ping", "floor", str(floor))))
+    steps.append(
+        (
+            "floor-facts",
+            lambda: run_playbook("floor-facts", "floor_facts", str(facts), env=FLOOR_FACTS_ENV),
+        )
+    )
+    return steps
+
+
+def run_steps(steps: list[Step]) -> list[RunResult]:
+    """Run in order; the first failed run stops the rest (they would measure a broken cluster)."""
+    runs: list[RunResult] = []
+    for name, step in steps:
+        print(f"bench: {name} ...", flush=True)
+        run = step()
+        note = f", changed={run.changed}" if run.hosts else ""
+        print(f"bench: {name} {run.status} in {run.wall_s:.1f} s{note}", flush=True)
+        runs.append(run)
+        if not run.ok:
+            print(f"bench: stopping, {name} did not succeed", flush=True)
+            break
+    return runs
+
+
+def output_of(argv: list[str]) -> str | None:
+    try:
+        proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024**2, 1)
+    except OSError:
+        pass
+    return None
+
+
+def version_of(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def machine_info() -> dict[str, Any]:
+    return {
+        "hostname": platform.node(),
+        "nproc": len(os.sched_getaffinity(0)),
+        "memory_gib": memory_gib(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "ansible_core": version_of("ansible-core"),
+        "ansible_runner": version_of("ansible-runner"),
+        "molecule": version_of("molecule"),
+        "docker": output_of(["docker", "version", "--format", "{{.Server.Version}}"]),
+        "commit": output_of(["git", "rev-parse", "HEAD"]),
+        "dirty": bool(output_of(["git", "status", "--porcelain"])),
+    }
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def results_doc(
+    runs: list[RunResult], machine: Mapping[str, Any], started: datetime, argv: list[str]
+) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "started": started.isoformat().replace("+00:00", "Z"),
+        "finished": now_utc().isoformat().replace("+00:00", "Z"),
+        "argv": argv,
+        "machine": dict(machine),
+        "targets_s": TARGETS_S,
+        "runs": [r.to_dict() for r in runs],
+        "summary": summarise(runs),
+        "problems": problems(runs),
+    }
+
+
+def load_results(path: Path) -> dict[str, Any]:
+    doc = json.loads(path.read_text())
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise SystemExit(
+            f"bench: {path}: schema_version {doc.get('schema_version')!r}, "
+            f"this tool reads {SCHEMA_VERSION}"
+        )
+    return doc
+
+
+def write_results(doc: Mapping[str, Any], out: Path, started: datetime) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{started.strftime('%Y%m%dT%H%M%SZ')}.json"
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    return path
+
+
+def report(doc: Mapping[str, Any], png: Path, compare_to: Path | None) -> None:
+    """Table, chart, comparison and problems of one results document."""
+    print(render_table(doc))
+    try:
+        print(f"chart: {render_png(doc, png)}")
+    except ImportError:
+        print("chart: skipped, matplotlib is not installed")
+    if compare_to:
+        print(compare(load_results(compare_to), doc))
+    for line in doc["problems"]:
+        print(f"bench: FAIL {line}")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reruns", type=int, default=3, help="no-change site.yml runs (3)")
+    parser.add_argument("--smokes", type=int, default=3, help="smoke_train.yml runs (3)")
+    parser.add_argument(
+        "--no-fresh", action="store_true", help="keep the containers: no destroy/create, no cold"
+    )
+    parser.add_argument("--compare", type=Path, metavar="FILE", help="earlier results file")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        help=f"results folder ({DEFAULT_OUT.relative_to(ROOT)})",
+    )
+    parser.add_argument(
+        "--report",
+        type=Path,
+        metavar="FILE",
+        help="run nothing: print the table (and --compare) of a results file",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.report:
+        doc = load_results(args.report)
+        report(doc, args.out / f"{args.report.stem}.png", args.compare)
+        return 1 if doc["problems"] else 0
+    if args.compare:
+        load_results(args.compare)  # a bad file fails now, not after the runs
+    started = now_utc()
+    with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
+        steps = [] if args.no_fresh else fresh_steps()
+        runs = run_steps(steps + playbook_steps(args.reruns, args.smokes, Path(scratch)))
+    doc = results_doc(runs, machine_info(), started, sys.argv[1:] if argv is None else argv)
+    path = write_results(doc, args.out, started)
+    print(f"results: {path}")
+    report(doc, path.with_suffix(".png"), args.compare)
+    return exit_code(runs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
