@@ -93,8 +93,9 @@ def test_slurmd_running_and_listening(name: str) -> None:
 def test_sinfo_shows_both_nodes_idle() -> None:
     out = host("ctl").check_output("sinfo --noheader --Node --format='%N %P %t %G'")
     assert sorted(out.splitlines()) == [
-        "node1 main* idle gpu:1",
-        "node2 main* idle gpu:1",
+        "node1 debug idle gpu:1",
+        "node1 gpu* idle gpu:1",
+        "node2 gpu* idle gpu:1",
     ]
 
 

@@ -3,27 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-INVENTORY_DIR = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
 RESULTS = ROOT / "results"
-
-
-def smoke(*extra: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    playbook = Path(sys.executable).parent / "ansible-playbook"
-    return subprocess.run(
-        [str(playbook), "-i", str(INVENTORY_DIR), "smoke_train.yml", *extra],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 def newest_report() -> dict:
@@ -32,8 +15,8 @@ def newest_report() -> dict:
     return json.loads(reports[-1].read_text())
 
 
-def test_smoke_job_passes_on_both_nodes() -> None:
-    result = smoke()
+def test_smoke_job_passes_on_both_nodes(run_playbook) -> None:
+    result = run_playbook("smoke_train.yml")
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
     assert "Smoke job PASS: 2 ranks on 2 nodes (node1, node2), backend gloo" in out
@@ -45,8 +28,8 @@ def test_smoke_job_passes_on_both_nodes() -> None:
     assert int(report["srun_rc"]) == 0
 
 
-def test_smoke_job_fails_naming_the_bad_rank() -> None:
-    result = smoke("-e", "smoke_train_fault=perturb_params:1")
+def test_smoke_job_fails_naming_the_bad_rank(run_playbook) -> None:
+    result = run_playbook("smoke_train.yml", "-e", "smoke_train_fault=perturb_params:1")
     out = " ".join((result.stdout + result.stderr).split())
     assert result.returncode != 0, out
     assert "Smoke job FAILED:" in out

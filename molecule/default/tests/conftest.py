@@ -1,0 +1,33 @@
+"""Shared helpers for the verify tests: run the project's playbooks against the cluster."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+INVENTORY_DIR = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+
+
+def _run_playbook(playbook: str, *extra: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    binary = Path(sys.executable).parent / "ansible-playbook"
+    return subprocess.run(
+        [str(binary), "-i", str(INVENTORY_DIR), playbook, *extra],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+@pytest.fixture
+def run_playbook() -> Callable[..., subprocess.CompletedProcess]:
+    """run_playbook('site.yml', '-e', 'x=y') with the repo's ansible.cfg and molecule's inventory."""
+    return _run_playbook

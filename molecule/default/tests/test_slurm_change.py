@@ -1,0 +1,121 @@
+"""Slurm that survives change: partitions, accounting, drift, reconfigure vs restart."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import testinfra
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+
+
+def host(name: str):
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+CTL = host("ctl")
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(1)
+
+
+def job_state(job_id: str) -> str:
+    return CTL.check_output(f"squeue --noheader --jobs={job_id} --format=%T || true").strip()
+
+
+def test_sinfo_exact_per_partition() -> None:
+    out = CTL.check_output("sinfo --noheader --format='%P %a %l %D %t %N %G'")
+    assert out.splitlines() == [
+        "gpu* up 1-00:00:00 2 idle node[1-2] gpu:1",
+        "debug up 30:00 1 idle node1 gpu:1",
+    ]
+
+
+def test_sacct_lists_a_completed_job() -> None:
+    job_id = CTL.check_output(
+        "timeout 60 srun --immediate=30 -N2 bash -c 'echo $SLURM_JOB_ID' | head -1"
+    ).strip()
+    assert job_id.isdigit()
+
+    def state() -> str:
+        return CTL.check_output(f"sacct --noheader --parsable2 -X -j {job_id} --format=State")
+
+    assert wait_for(lambda: state().strip() == "COMPLETED", 30, f"job {job_id} in sacct")
+    cluster = CTL.check_output("sacctmgr --noheader --parsable2 list cluster format=cluster")
+    assert cluster.split() == ["local"]
+
+
+def test_slurmdbd_secrets_are_private() -> None:
+    conf = CTL.file("/etc/slurm/slurmdbd.conf")
+    assert (conf.user, conf.group, conf.mode) == ("slurm", "slurm", 0o600)
+    secret = CTL.file("/etc/slurm/slurmdbd.dbpass")
+    assert (secret.user, secret.group, secret.mode) == ("root", "root", 0o600)
+    assert len(secret.content_string.strip()) == 40
+
+
+def test_drift_is_reconfigured_and_a_running_job_survives(run_playbook) -> None:
+    job_id = CTL.check_output(
+        "sbatch --parsable --partition=debug --nodes=1 --wrap='sleep 600'"
+    ).strip()
+    try:
+        wait_for(lambda: job_state(job_id) == "RUNNING", 60, f"job {job_id} to run")
+        pid_before = CTL.check_output("systemctl show --property=MainPID --value slurmctld")
+        node2 = host("node2")
+        node2.check_output("sed -i 's/MaxTime=30:00/MaxTime=45:00/' /etc/slurm/slurm.conf")
+
+        result = run_playbook("site.yml")
+        out = result.stdout + result.stderr
+        assert result.returncode == 0, out
+        assert "RUNNING HANDLER [slurm_common : Reconfigure Slurm]" in out
+        assert "RUNNING HANDLER [slurm_common : Restart slurmctld]" not in out
+
+        sums = {
+            n: host(n).check_output("sha256sum /etc/slurm/slurm.conf").split()[0]
+            for n in ("ctl", "node1", "node2")
+        }
+        assert len(set(sums.values())) == 1, sums
+        assert CTL.check_output("systemctl show --property=MainPID --value slurmctld") == (
+            pid_before
+        )
+        assert job_state(job_id) == "RUNNING"
+
+        # StateSaveLocation keeps the job across a controller restart.
+        CTL.check_output("systemctl restart slurmctld")
+        wait_for(lambda: "is UP" in CTL.run("scontrol ping").stdout, 60, "slurmctld")
+        assert job_state(job_id) == "RUNNING"
+    finally:
+        CTL.run(f"scancel {job_id}")
+
+
+def test_no_change_run_restarts_nothing(run_playbook) -> None:
+    pids = {
+        n: host(n).check_output(f"systemctl show --property=MainPID --value {unit}")
+        for n, unit in (("ctl", "slurmctld"), ("node1", "slurmd"), ("node2", "slurmd"))
+    }
+    result = run_playbook("playbooks/slurm_cluster.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "RUNNING HANDLER" not in result.stdout
+    for n, unit in (("ctl", "slurmctld"), ("node1", "slurmd"), ("node2", "slurmd")):
+        assert host(n).check_output(f"systemctl show --property=MainPID --value {unit}") == pids[n]
+
+
+def test_gpu_path_in_check_mode(run_playbook) -> None:
+    """The cuda role's GPU path, --check --diff on a node that pretends to have a GPU."""
+    result = run_playbook(
+        "playbooks/gpu.yml", "--check", "--diff", "-e", "cuda_test_fake_gpus=1", "--limit", "node1"
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    assert "node1: 1 NVIDIA GPU(s) (FAKE" in out
+    assert "repos/debian12/x86_64/" in out
+    assert "Pin: version 580.95.05-*" in out
+    assert not host("node1").file("/etc/apt/preferences.d/nvidia-driver.pref").exists
