@@ -43,6 +43,7 @@ demo: host
 # Everything: lint, unit tests, then the full molecule scenario.
 test: lint unit host
 	molecule test
+	$(BIN)/python molecule/shared/hostprep.py cgroups
 
 clean:
 	-molecule destroy

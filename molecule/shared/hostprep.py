@@ -9,6 +9,7 @@ Sub-commands (each idempotent, each fast when there is nothing to do):
               import when the tag is absent or its recipe changed
   wheelhouse  fill a local wheelhouse with the CPU torch build for the nodes
   all         the three above
+  cgroups     fail when Slurm left cgroup folders in the host's tree
 
 No registry is used: images are built from Debian's archive with the default
 mirror of debootstrap, wheels come from the local /opt/wheels or PyPI.
@@ -207,9 +208,28 @@ def ensure_wheelhouse(dest: Path) -> None:
     run(cmd)
 
 
+def slurm_cgroups(root: Path = Path("/sys/fs/cgroup")) -> list[Path]:
+    """Slurm cgroup folders in the host's tree (left behind by containers)."""
+    found: list[Path] = []
+    for top in root.iterdir() if root.is_dir() else []:
+        found.extend(p for p in top.glob("*") if "slurm" in p.name)
+        found.extend(p for p in top.glob("*/*") if "slurm" in p.name)
+    return sorted(found)
+
+
+def check_cgroups() -> None:
+    left = slurm_cgroups()
+    if left:
+        sys.exit(
+            "hostprep: Slurm cgroups left in the host's tree after the scenario: "
+            + ", ".join(map(str, left))
+        )
+    log("no Slurm cgroups left in the host's cgroup tree")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["docker", "image", "wheelhouse", "all"])
+    parser.add_argument("what", choices=["docker", "image", "wheelhouse", "all", "cgroups"])
     parser.add_argument("--suite", default="bookworm")
     parser.add_argument("--tag", default=None, help="image tag (default cluster-base:SUITE)")
     parser.add_argument("--wheelhouse", type=Path, default=CACHE / "wheelhouse")
@@ -222,6 +242,8 @@ def main() -> None:
         ensure_image(args.suite, tag)
     if args.what in ("wheelhouse", "all"):
         ensure_wheelhouse(args.wheelhouse)
+    if args.what == "cgroups":
+        check_cgroups()
 
 
 if __name__ == "__main__":

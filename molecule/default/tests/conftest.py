@@ -29,5 +29,5 @@ def _run_playbook(playbook: str, *extra: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def run_playbook() -> Callable[..., subprocess.CompletedProcess]:
-    """run_playbook('site.yml', '-e', 'x=y') with the repo's ansible.cfg and molecule's inventory."""
+    """run_playbook('site.yml', '-e', 'x=y'): repo ansible.cfg, molecule's inventory."""
     return _run_playbook
