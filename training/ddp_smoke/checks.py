@@ -7,18 +7,17 @@ results are, so a failing rank never leaves its peers waiting in a collective.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import timedelta
+from typing import cast
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from ddp_smoke.collectives import all_gather, all_reduce_sum
+from ddp_smoke.collectives import all_gather
 
-ALL_REDUCE_DTYPES = (torch.int64, torch.float32)
-# float32 holds n(n+1)/2 exactly for world sizes below 5792, far above any smoke job.
-ALL_REDUCE_SIZES = (1024, 1 << 20)
 PEERS_PASSED = "peers_passed"
 # Messages about many ranks name this many, then a count, to stay readable.
 MAX_NAMED = 8
@@ -54,11 +53,57 @@ class Peers:
         return list(dict.fromkeys(self.hosts))
 
 
-def gather_peers(host: str) -> Peers:
-    """Exchange host names; bounded by the process group's timeout."""
-    hosts: list[object] = [None] * dist.get_world_size()
-    dist.all_gather_object(hosts, host)
-    return Peers(hosts=tuple(str(name) for name in hosts))
+@dataclass(frozen=True)
+class Identity:
+    """Who a rank says it is: its launcher's rank, its host and local rank, its GPU."""
+
+    rank: int
+    host: str
+    local_rank: int
+    gpu: str | None = None
+
+
+def gather_identities(me: Identity) -> list[Identity]:
+    """Every rank's identity, indexed by process group rank; bounded by the group's timeout."""
+    gathered: list[object] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, asdict(me))
+    return [Identity(**cast(dict[str, object], item)) for item in gathered]
+
+
+def gpu_uuid(device: torch.device) -> str | None:
+    """The UUID of ``device``'s GPU, so two ranks on one GPU can be told apart; else ``None``."""
+    if device.type != "cuda":
+        return None
+    return str(getattr(torch.cuda.get_device_properties(device), "uuid", "")) or None
+
+
+def check_unique_ranks(identities: list[Identity]) -> CheckResult:
+    """Each process group rank is its launcher's rank; no host has a local rank or GPU twice."""
+    problems = [
+        f"process group rank {index} on {ident.host} was launched as rank {ident.rank}"
+        for index, ident in enumerate(identities)
+        if ident.rank != index
+    ]
+    problems += _shared(identities, "local rank", lambda ident: ident.local_rank)
+    problems += _shared(identities, "GPU", lambda ident: ident.gpu)
+    if problems:
+        return CheckResult("unique_ranks", False, _listing(problems, "; "))
+    hosts = len({ident.host for ident in identities})
+    return CheckResult("unique_ranks", True, f"{len(identities)} distinct ranks on {hosts} hosts")
+
+
+def _shared(identities: list[Identity], what: str, key: Callable[[Identity], object]) -> list[str]:
+    """``ranks 0, 2 on gpu01 share local rank 0`` for every (host, key) held twice."""
+    owners: dict[tuple[str, object], list[int]] = {}
+    for index, ident in enumerate(identities):
+        value = key(ident)
+        if value is not None:
+            owners.setdefault((ident.host, value), []).append(index)
+    return [
+        f"ranks {', '.join(map(str, ranks))} on {host} share {what} {value}"
+        for (host, value), ranks in owners.items()
+        if len(ranks) > 1
+    ]
 
 
 def check_world_size(actual: int, expected: int | None) -> CheckResult:
@@ -67,48 +112,6 @@ def check_world_size(actual: int, expected: int | None) -> CheckResult:
     if actual != expected:
         return CheckResult("world_size", False, f"world size {actual} expected {expected}")
     return CheckResult("world_size", True, f"world size {actual}")
-
-
-def check_all_reduce(
-    dtype: torch.dtype,
-    size: int,
-    rank: int,
-    peers: Peers,
-    device: torch.device,
-    offset: int,
-    timeout: timedelta,
-) -> CheckResult:
-    """Sum ``rank + 1`` over all ranks and demand exactly ``n(n+1)/2`` in every element."""
-    label = f"all_reduce {str(dtype).removeprefix('torch.')} size {size}"
-    name = label.replace(" ", "_")
-    contribution = torch.full((size,), rank + 1 + offset, dtype=dtype, device=device)
-    total = contribution.clone()
-    all_reduce_sum(total, timeout, label)
-    sent = all_gather(contribution[:1].clone(), timeout, f"{label} contributions")
-    expected = _as_dtype(peers.world_size * (peers.world_size + 1) // 2, dtype)
-    wrong = (total != expected).nonzero()
-    if wrong.numel() == 0:
-        return CheckResult(name, True, f"{label} sum {expected} in every element")
-    index = int(wrong[0, 0].item())
-    detail = (
-        f"{label} got {total[index].item()} expected {expected} at element {index} "
-        f"({wrong.shape[0]} of {size} elements wrong); {_blame(sent, peers, dtype)}"
-    )
-    return CheckResult(name, False, detail)
-
-
-def _as_dtype(value: int, dtype: torch.dtype) -> int | float:
-    """``value`` as the tensor would print it, so messages read ``4.0 expected 3.0``."""
-    return float(value) if dtype.is_floating_point else value
-
-
-def _blame(sent: list[torch.Tensor], peers: Peers, dtype: torch.dtype) -> str:
-    culprits = [
-        f"{peers.name(peer)} sent {value.item()} expected {_as_dtype(peer + 1, dtype)}"
-        for peer, value in enumerate(sent)
-        if value.item() != peer + 1
-    ]
-    return _listing(culprits, ", ") if culprits else "every rank sent the right value"
 
 
 def _listing(items: list[str], separator: str) -> str:

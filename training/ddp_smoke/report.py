@@ -36,7 +36,8 @@ class Verdict:
     def to_dict(self) -> Record:
         if self.passed:
             return {"verdict": "PASS", **self.summary}
-        return {"verdict": "FAIL", "cause": "; ".join(self.causes), "causes": self.causes}
+        body: Record = {"verdict": "FAIL", "cause": "; ".join(self.causes), "causes": self.causes}
+        return {**body, **self.summary}
 
 
 def load(result_dir: Path) -> tuple[list[RankFile], list[str]]:
@@ -67,13 +68,13 @@ def evaluate(files: list[RankFile], causes: list[str], expected: int | None) -> 
         causes.append("no rank-*.json files: no rank finished (did the job start?)")
     world_size = expected if expected is not None else _agreed_world_size(files, causes)
     if world_size is None:
-        return Verdict(False, causes)
+        return Verdict(False, causes, _launch(files))
     causes.extend(_missing_and_extra(by_rank, world_size))
     causes.extend(_wrong_world_size(by_rank.values(), world_size))
     causes.extend(_mixed_jobs(by_rank.values()))
     causes.extend(_failed(by_rank.values()))
     if causes:
-        return Verdict(False, causes)
+        return Verdict(False, causes, _launch(files))
     return Verdict(True, summary=_summary([by_rank[rank] for rank in range(world_size)]))
 
 
@@ -178,6 +179,14 @@ def compact_ranks(ranks: list[int]) -> str:
     return ", ".join(str(low) if low == high else f"{low}-{high}" for low, high in spans)
 
 
+def _launch(files: list[RankFile]) -> Record:
+    """How the job was launched, for a FAIL verdict; empty if no rank file says."""
+    for rank_file in sorted(files, key=lambda item: item.rank):
+        if "mode" in rank_file.record:
+            return {key: rank_file.record.get(key) for key in ("mode", "label", "job_id")}
+    return {}
+
+
 def _summary(files: list[RankFile]) -> Record:
     """The PASS summary; ``files`` are ranks 0..N-1 in order, all already validated."""
     rank0 = files[0].record
@@ -185,16 +194,43 @@ def _summary(files: list[RankFile]) -> Record:
     if not isinstance(losses, list) or not losses:
         losses = [None]
     elapsed = [rank_file.record.get("elapsed_s") for rank_file in files]
+    checks = rank0.get("checks")
+    measurements = rank0.get("measurements")
     return {
         "job_id": rank0.get("job_id"),
+        "mode": rank0.get("mode", "srun"),
+        "label": rank0.get("label") or rank0.get("mode", "srun"),
         "nodes": list(dict.fromkeys(str(rank_file.record.get("host")) for rank_file in files)),
         "world_size": len(files),
         "backend": rank0.get("backend"),
         "torch": rank0.get("torch"),
+        "iface": rank0.get("iface"),
+        "checks_passed": len(checks) if isinstance(checks, list) else 0,
         "first_loss": losses[0],
         "last_loss": losses[-1],
         "elapsed_s": max((v for v in elapsed if isinstance(v, int | float)), default=None),
+        **headline(measurements if isinstance(measurements, dict) else {}),
+        "measurements": measurements if isinstance(measurements, dict) else {},
     }
+
+
+def headline(measurements: Record) -> Record:
+    """The figures a play shows, lifted out of the ``measurements`` block (``None`` if not run)."""
+    sweep, tcp = _part(measurements, "sweep"), _part(measurements, "tcp")
+    throughput, scaling = _part(measurements, "throughput"), _part(measurements, "scaling")
+    return {
+        "peak_busbw_GBps": sweep.get("peak_busbw_GBps"),
+        "peak_busbw_Gbps": sweep.get("peak_busbw_Gbps"),
+        "tcp_Gbps": tcp.get("Gbps"),
+        "busbw_fraction": measurements.get("busbw_fraction"),
+        "stragglers": throughput.get("stragglers"),
+        "scaling_efficiency": scaling.get("efficiency"),
+    }
+
+
+def _part(measurements: Record, name: str) -> Record:
+    value = measurements.get(name)
+    return value if isinstance(value, dict) else {}
 
 
 def report(result_dir: Path, expected: int | None) -> Verdict:

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from ddp_smoke.checks import PEERS_PASSED, CheckResult
+from ddp_smoke.results_io import write_json_atomic
 from ddp_smoke.slurm_env import SlurmContext
 
-SCHEMA_VERSION = 1
+__all__ = ["RESULT_FILE", "SCHEMA_VERSION", "RankRecord", "rank_file", "write_json_atomic"]
+
+SCHEMA_VERSION = 2
 RESULT_FILE = "result.json"
 
 
@@ -25,13 +26,19 @@ class RankRecord:
     """What one rank saw; filled in as the run goes and written once at the end."""
 
     context: SlurmContext
+    label: str = ""
+    iface: dict[str, str | None] = field(default_factory=dict)
     backend: str | None = None
     device: str | None = None
     nodes: list[str] = field(default_factory=list)
     checks: list[CheckResult] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
+    measurements: dict[str, object] = field(default_factory=dict)
+    timings_s: dict[str, float] = field(default_factory=dict)
     elapsed_s: float = 0.0
     error: str | None = None
+    # Not written: every rank's host, by rank, to name peers in messages.
+    peer_hosts: tuple[str, ...] = ()
 
     @property
     def who(self) -> str:
@@ -68,13 +75,19 @@ class RankRecord:
             "world_size": ctx.world_size,
             "job_id": ctx.job_id,
             "host": ctx.host,
-            "master": f"{ctx.master_addr}:{ctx.master_port}",
+            "master": ctx.master,
+            "mode": ctx.mode,
+            "label": self.label or ctx.mode,
+            "rendezvous": ctx.rendezvous,
+            "iface": self.iface,
             "backend": self.backend,
             "device": self.device,
             "torch": torch.__version__,
             "nodes": self.nodes,
             "checks": [check.to_dict() for check in self.checks],
             "losses": self.losses,
+            "measurements": self.measurements,
+            "timings_s": self.timings_s,
             "elapsed_s": self.elapsed_s,
             "status": "pass" if self.ok else "fail",
             "error": self.failure(),
@@ -85,23 +98,14 @@ class RankRecord:
         return {
             "schema": SCHEMA_VERSION,
             "job_id": self.context.job_id,
+            "mode": self.context.mode,
+            "label": self.label or self.context.mode,
             "nodes": self.nodes,
             "world_size": self.context.world_size,
             "backend": self.backend,
             "torch": torch.__version__,
-            "first_loss": self.losses[0],
-            "last_loss": self.losses[-1],
+            "first_loss": self.losses[0] if self.losses else None,
+            "last_loss": self.losses[-1] if self.losses else None,
+            "measurements": self.measurements,
             "elapsed_s": self.elapsed_s,
         }
-
-
-def write_json_atomic(path: Path, data: dict[str, object]) -> None:
-    """Write ``data`` so readers see the old file or the whole new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, sort_keys=True)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)

@@ -36,6 +36,27 @@ class SlurmContext:
     host: str
     master_addr: str
     master_port: int
+    # How the ranks were started (srun, torchrun, spawn) and, when not plain
+    # tcp://MASTER_ADDR:MASTER_PORT, the init_method they meet at.
+    mode: str = "srun"
+    init_method: str = ""
+
+    @property
+    def rendezvous(self) -> str:
+        """The ``init_method`` for ``init_process_group``."""
+        if self.init_method:
+            return self.init_method
+        return f"tcp://{url_host(self.master_addr)}:{self.master_port}"
+
+    @property
+    def master(self) -> str | None:
+        """``host:port`` of the rendezvous, ``None`` for a file:// rendezvous."""
+        return f"{self.master_addr}:{self.master_port}" if self.master_addr else None
+
+
+def url_host(addr: str) -> str:
+    """``addr`` as the host part of a URL: IPv6 addresses go in brackets."""
+    return f"[{addr}]" if ":" in addr and not addr.startswith("[") else addr
 
 
 def expand_hostlist(expr: str) -> list[str]:
@@ -132,7 +153,7 @@ def resolve_hostlist(expr: str, scontrol: str | None) -> list[str]:
 
 def derive_port(job_id: str) -> int:
     """A rendezvous port every rank of the job computes alike from the job id."""
-    number = _parse_int("SLURM_JOB_ID", job_id, minimum=0)
+    number = parse_int("SLURM_JOB_ID", job_id, minimum=0)
     return PORT_BASE + number % PORT_SPAN
 
 
@@ -147,24 +168,25 @@ def from_env(
     host of ``SLURM_STEP_NODELIST`` (then ``SLURM_JOB_NODELIST``); ``master_port``
     over ``MASTER_PORT`` over a port derived from ``SLURM_JOB_ID``.
     """
-    world_size = _parse_int("SLURM_NTASKS", _require(env, "SLURM_NTASKS"), minimum=1)
-    rank = _parse_int("SLURM_PROCID", _require(env, "SLURM_PROCID"), minimum=0)
+    world_size = parse_int("SLURM_NTASKS", require(env, "SLURM_NTASKS"), minimum=1)
+    rank = parse_int("SLURM_PROCID", require(env, "SLURM_PROCID"), minimum=0)
     if rank >= world_size:
         raise ValueError(f"SLURM_PROCID={rank} is not below SLURM_NTASKS={world_size}")
-    local_text = env.get("LOCAL_RANK") or _require(env, "SLURM_LOCALID")
+    local_text = env.get("LOCAL_RANK") or require(env, "SLURM_LOCALID")
     job_id = env.get("SLURM_JOB_ID", "")
     return SlurmContext(
         rank=rank,
         world_size=world_size,
-        local_rank=_parse_int("LOCAL_RANK/SLURM_LOCALID", local_text, minimum=0),
+        local_rank=parse_int("LOCAL_RANK/SLURM_LOCALID", local_text, minimum=0),
         job_id=job_id,
         host=env.get("SLURMD_NODENAME") or socket.gethostname(),
-        master_addr=_master_addr(env, which),
-        master_port=_master_port(env, master_port, job_id),
+        master_addr=rendezvous_host(env, which),
+        master_port=rendezvous_port(env, master_port, job_id),
     )
 
 
-def _master_addr(env: Mapping[str, str], which: Callable[[str], str | None]) -> str:
+def rendezvous_host(env: Mapping[str, str], which: Callable[[str], str | None]) -> str:
+    """``MASTER_ADDR``, else the first host of the step's (then the job's) node list."""
     if env.get("MASTER_ADDR"):
         return env["MASTER_ADDR"]
     nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST")
@@ -176,11 +198,12 @@ def _master_addr(env: Mapping[str, str], which: Callable[[str], str | None]) -> 
     return resolve_hostlist(nodelist, which("scontrol"))[0]
 
 
-def _master_port(env: Mapping[str, str], given: int | None, job_id: str) -> int:
+def rendezvous_port(env: Mapping[str, str], given: int | None, job_id: str) -> int:
+    """``given``, else ``MASTER_PORT``, else the port derived from the job id."""
     if given is not None:
         port = given
     elif env.get("MASTER_PORT"):
-        port = _parse_int("MASTER_PORT", env["MASTER_PORT"], minimum=1)
+        port = parse_int("MASTER_PORT", env["MASTER_PORT"], minimum=1)
     elif job_id:
         port = derive_port(job_id)
     else:
@@ -190,14 +213,16 @@ def _master_port(env: Mapping[str, str], given: int | None, job_id: str) -> int:
     return port
 
 
-def _require(env: Mapping[str, str], name: str) -> str:
+def require(env: Mapping[str, str], name: str, hint: str = "launch each rank with srun") -> str:
+    """The non-empty value of ``name``; raise ``ValueError`` with ``hint`` otherwise."""
     value = env.get(name, "")
     if not value:
-        raise ValueError(f"{name} is not set: launch each rank with srun")
+        raise ValueError(f"{name} is not set: {hint}")
     return value
 
 
-def _parse_int(name: str, text: str, minimum: int) -> int:
+def parse_int(name: str, text: str, minimum: int) -> int:
+    """``text`` as an integer of at least ``minimum``; the error names ``name``."""
     try:
         value = int(text)
     except ValueError:

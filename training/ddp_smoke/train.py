@@ -32,9 +32,9 @@ class TrainConfig:
     learning_rate: float = 0.05
 
 
-def make_dataset(world_size: int, config: TrainConfig) -> TensorDataset:
-    """The same data on every rank: generated on the CPU from ``config.seed``."""
-    generator = torch.Generator().manual_seed(config.seed)
+def make_dataset(world_size: int, config: TrainConfig, seed: int | None = None) -> TensorDataset:
+    """The same data on every rank: generated on the CPU from ``seed`` (``config.seed``)."""
+    generator = torch.Generator().manual_seed(config.seed if seed is None else seed)
     count = config.samples_per_rank * world_size
     inputs = torch.randn(count, FEATURES, generator=generator)
     weights = torch.randn(FEATURES, 1, generator=generator)
@@ -47,6 +47,17 @@ def make_model(seed: int, device: torch.device) -> nn.Module:
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(FEATURES, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, 1))
     return model.to(device)
+
+
+def make_sampler(dataset: TensorDataset, config: TrainConfig) -> DistributedSampler[Batch]:
+    """This rank's shard of ``dataset``, reshuffled by ``set_epoch``; the same seed everywhere."""
+    return DistributedSampler(
+        dataset,
+        num_replicas=dist.get_world_size(),
+        rank=dist.get_rank(),
+        shuffle=True,
+        seed=config.seed,
+    )
 
 
 def wrap(model: nn.Module, device: torch.device) -> DistributedDataParallel:
@@ -62,13 +73,7 @@ def train(
     timeout: timedelta,
 ) -> list[float]:
     """Train and return the mean loss of each epoch over all ranks (the same on every rank)."""
-    sampler: DistributedSampler[Batch] = DistributedSampler(
-        dataset,
-        num_replicas=dist.get_world_size(),
-        rank=dist.get_rank(),
-        shuffle=True,
-        seed=config.seed,
-    )
+    sampler = make_sampler(dataset, config)
     loader: DataLoader[Batch] = DataLoader(dataset, batch_size=config.batch_size, sampler=sampler)
     optimizer = torch.optim.SGD(model.parameters(), lr=config.learning_rate)
     losses: list[float] = []

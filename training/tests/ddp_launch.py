@@ -11,9 +11,13 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from tempfile import TemporaryFile
+from typing import IO
 
 TRAINING_DIR = Path(__file__).resolve().parent.parent
 HOSTS = ("nodeA", "nodeB")
@@ -65,6 +69,20 @@ def rank_env(rank: int, world_size: int, port: int, fault: str | None) -> dict[s
     return child_env(env)
 
 
+def slurm_node_env(job_id: str, host: str = "nodeA") -> dict[str, str]:
+    """The variables ``srun --ntasks-per-node=1`` gives the one task on a one-node step."""
+    return {
+        "SLURM_JOB_ID": job_id,
+        "SLURM_NTASKS": "1",
+        "SLURM_PROCID": "0",
+        "SLURM_LOCALID": "0",
+        "SLURM_NNODES": "1",
+        "SLURM_STEP_NUM_NODES": "1",
+        "SLURM_STEP_NODELIST": "localhost",
+        "SLURMD_NODENAME": host,
+    }
+
+
 def run_cli(args: list[str], env: Mapping[str, str] | None = None) -> Finished:
     done = subprocess.run(
         [sys.executable, "-m", "ddp_smoke", *args],
@@ -83,27 +101,58 @@ def launch_ranks_impl(
     world_size: int = 2,
     fault: str | None = None,
     extra_args: tuple[str, ...] = (),
+    kill_on_bad_exit: bool = False,
 ) -> list[Finished]:
-    """Start ``ranks`` of a ``world_size`` job on a free local port; wait for all of them."""
+    """Start ``ranks`` of a ``world_size`` job on a free local port; wait for all of them.
+
+    ``kill_on_bad_exit`` does what ``srun --kill-on-bad-exit=1`` does: as soon as one
+    rank exits non-zero, the others are killed.
+    """
     port = free_port()
     args = ["run", "--result-dir", str(result_dir), *extra_args]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "ddp_smoke", *args],
-            env=rank_env(rank, world_size, port, fault),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in ranks
-    ]
-    try:
-        outputs = [proc.communicate(timeout=PROCESS_TIMEOUT_S) for proc in procs]
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
-    return [
-        Finished(proc.returncode, out, err) for proc, (out, err) in zip(procs, outputs, strict=True)
-    ]
+    with ExitStack() as stack:
+        outputs = [
+            (stack.enter_context(TemporaryFile("w+")), stack.enter_context(TemporaryFile("w+")))
+            for _ in ranks
+        ]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "ddp_smoke", *args],
+                env=rank_env(rank, world_size, port, fault),
+                stdout=out,
+                stderr=err,
+                text=True,
+            )
+            for rank, (out, err) in zip(ranks, outputs, strict=True)
+        ]
+        try:
+            _wait_all(procs, kill_on_bad_exit)
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait(timeout=10)
+        return [
+            Finished(proc.returncode, _read(out), _read(err))
+            for proc, (out, err) in zip(procs, outputs, strict=True)
+        ]
+
+
+def _wait_all(procs: list[subprocess.Popen[str]], kill_on_bad_exit: bool) -> None:
+    deadline = time.monotonic() + PROCESS_TIMEOUT_S
+    while time.monotonic() < deadline:
+        codes = [proc.poll() for proc in procs]
+        if all(code is not None for code in codes):
+            return
+        if kill_on_bad_exit and any(code not in (None, 0) for code in codes):
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"ranks still running after {PROCESS_TIMEOUT_S} s")
+
+
+def _read(stream: IO[str]) -> str:
+    stream.seek(0)
+    return stream.read()

@@ -7,8 +7,71 @@ import pytest
 
 from ddp_smoke.__main__ import main
 from ddp_smoke.report import compact_ranks, report
+from ddp_smoke.text_report import render
 
 HOSTS = ("nodeA", "nodeB", "nodeC")
+MEASUREMENTS: dict[str, object] = {
+    "sweep": {
+        "op": "all_reduce",
+        "dtype": "float32",
+        "ranks": 2,
+        "bus_factor": 1.0,
+        "rows": [
+            {
+                "bytes": 4096,
+                "count": 1024,
+                "iters": 20,
+                "time_us": 100.0,
+                "algbw_GBps": 0.04096,
+                "busbw_GBps": 0.04096,
+            },
+            {
+                "bytes": 67108864,
+                "count": 16777216,
+                "iters": 2,
+                "time_us": 50000.0,
+                "algbw_GBps": 1.342177,
+                "busbw_GBps": 1.342177,
+            },
+        ],
+        "peak_bytes": 67108864,
+        "peak_busbw_GBps": 1.342177,
+        "peak_busbw_Gbps": 10.737416,
+    },
+    "tcp": {
+        "ranks": [0, 1],
+        "hosts": ["nodeA", "nodeB"],
+        "same_host": False,
+        "address": "nodeA:40000",
+        "bytes": 67108864,
+        "error": None,
+        "to_peer_Gbps": 20.0,
+        "from_peer_Gbps": 16.0,
+        "Gbps": 16.0,
+    },
+    "busbw_fraction": 0.6711,
+    "throughput": {
+        "model": "mlp 256-1024-256-1",
+        "batch": 64,
+        "steps": 20,
+        "ranks": [
+            {"rank": 0, "host": "nodeA", "step_ms": 10.0, "samples_per_s": 6400.0},
+            {"rank": 1, "host": "nodeB", "step_ms": 20.0, "samples_per_s": 3200.0},
+        ],
+        "typical_step_ms": 10.0,
+        "worst_ratio": 2.0,
+        "straggler_ratio": 1.5,
+        "stragglers": [{"rank": 1, "host": "nodeB", "step_ms": 20.0, "ratio": 2.0}],
+    },
+    "scaling": {
+        "nodes": 2,
+        "steps": 20,
+        "batch_per_rank": 64,
+        "one_node": {"host": "nodeA", "ranks": 1, "samples_per_s": 5000.0},
+        "all_nodes": {"ranks": 2, "samples_per_s": 9000.0},
+        "efficiency": 0.9,
+    },
+}
 PARAMS_ERROR = (
     "parameters of rank 1 on nodeB differ from rank 0 on nodeA: "
     "max abs diff 1.000e-02 in 321 of 321 values"
@@ -47,7 +110,18 @@ def failed_record(rank: int, error: str) -> dict[str, object]:
     return rank_record(rank, status="fail", error=error, checks=[check])
 
 
-def test_pass_summary(tmp_path: Path) -> None:
+NO_HEADLINE = {
+    "peak_busbw_GBps": None,
+    "peak_busbw_Gbps": None,
+    "tcp_Gbps": None,
+    "busbw_fraction": None,
+    "stragglers": None,
+    "scaling_efficiency": None,
+}
+
+
+def test_pass_summary_of_schema_1_files(tmp_path: Path) -> None:
+    """Rank files from before the launch modes and measurements still pass."""
     for rank in (0, 1):
         write(tmp_path, f"rank-{rank}.json", rank_record(rank))
     verdict = report(tmp_path, expected=2)
@@ -55,13 +129,118 @@ def test_pass_summary(tmp_path: Path) -> None:
     assert verdict.to_dict() == {
         "verdict": "PASS",
         "job_id": "4242",
+        "mode": "srun",
+        "label": "srun",
         "nodes": ["nodeA", "nodeB"],
         "world_size": 2,
         "backend": "gloo",
         "torch": "2.13.0+cpu",
+        "iface": None,
+        "checks_passed": 1,
         "first_loss": 0.6,
         "last_loss": 0.2,
         "elapsed_s": 4.0,
+        **NO_HEADLINE,
+        "measurements": {},
+    }
+
+
+def measured_record(rank: int) -> dict[str, object]:
+    iface = {"requested": "eth0", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "eth0"}
+    return rank_record(
+        rank, schema=2, mode="srun", label="sbatch", iface=iface, measurements=MEASUREMENTS
+    )
+
+
+def test_pass_summary_lifts_the_measurements(tmp_path: Path) -> None:
+    for rank in (0, 1):
+        write(tmp_path, f"rank-{rank}.json", measured_record(rank))
+    body = report(tmp_path, expected=2).to_dict()
+    assert (body["verdict"], body["mode"], body["label"]) == ("PASS", "srun", "sbatch")
+    assert body["iface"] == {
+        "requested": "eth0",
+        "GLOO_SOCKET_IFNAME": "eth0",
+        "NCCL_SOCKET_IFNAME": "eth0",
+    }
+    assert body["measurements"] == MEASUREMENTS
+    assert {key: body[key] for key in NO_HEADLINE} == {
+        "peak_busbw_GBps": 1.342177,
+        "peak_busbw_Gbps": 10.737416,
+        "tcp_Gbps": 16.0,
+        "busbw_fraction": 0.6711,
+        "stragglers": [{"rank": 1, "host": "nodeB", "step_ms": 20.0, "ratio": 2.0}],
+        "scaling_efficiency": 0.9,
+    }
+
+
+def test_text_table_of_a_pass(tmp_path: Path) -> None:
+    for rank in (0, 1):
+        write(tmp_path, f"rank-{rank}.json", measured_record(rank))
+    text = render(report(tmp_path, expected=2).to_dict())
+    assert text.splitlines() == [
+        "ddp_smoke PASS srun (label sbatch), job 4242: 2 ranks on nodeA, nodeB, backend gloo, "
+        "torch 2.13.0+cpu, iface eth0",
+        "checks: 1 passed; loss 0.6000 -> 0.2000; 4.0 s",
+        "all_reduce float32 over 2 ranks (busbw = algbw x 1.000):",
+        "      size     time us  algbw GB/s  busbw GB/s",
+        "     4 KiB       100.0       0.041       0.041",
+        "    64 MiB     50000.0       1.342       1.342",
+        "peak busbw 1.342 GB/s = 10.74 Gbit/s at 64 MiB",
+        "tcp nodeA <-> nodeB: 16.00 Gbit/s (rank 0 -> peer 20.00, peer -> rank 0 16.00); "
+        "peak busbw / tcp = 0.671",
+        "compute throughput (mlp 256-1024-256-1, batch 64, 20 steps, no communication):",
+        "  rank host               step ms   samples/s",
+        "     0 nodeA               10.000      6400.0",
+        "     1 nodeB               20.000      3200.0",
+        "stragglers (> 1.5x typical 10.000 ms): rank 1 on nodeB (2.0x)",
+        "scaling: 1 node (nodeA, 1 ranks) 5000.0 samples/s, 2 nodes (2 ranks) 9000.0 samples/s, "
+        "efficiency 0.900",
+    ]
+
+
+def test_text_table_of_skipped_and_failed_measurements() -> None:
+    measurements = {
+        "sweep": {"skipped": "the sweep needs 2 or more ranks"},
+        "tcp": {"error": "between rank 0 on a and rank 1 on b: rank 1 on b: TimeoutError: x"},
+        "scaling": {"nodes": 1, "efficiency": None, "skipped": "one node: nothing to scale"},
+    }
+    body = {
+        "verdict": "PASS",
+        "mode": "spawn",
+        "world_size": 1,
+        "nodes": ["a"],
+        "checks_passed": 3,
+        "measurements": measurements,
+    }
+    assert render(body).splitlines()[2:] == [
+        "sweep: skipped (the sweep needs 2 or more ranks)",
+        "tcp: FAILED between rank 0 on a and rank 1 on b: rank 1 on b: TimeoutError: x",
+        "scaling: skipped (one node: nothing to scale)",
+    ]
+
+
+def test_text_of_a_fail() -> None:
+    body = {
+        "verdict": "FAIL",
+        "causes": ["rank 1 wrote no result: it did not finish"],
+        "mode": "torchrun",
+        "label": "torchrun",
+        "job_id": "7",
+    }
+    assert render(body) == (
+        "ddp_smoke FAIL torchrun, job 7\n  - rank 1 wrote no result: it did not finish"
+    )
+
+
+def test_fail_verdict_names_the_launch(tmp_path: Path) -> None:
+    write(tmp_path, "rank-0.json", measured_record(0))
+    assert report(tmp_path, expected=2).to_dict() == {
+        "verdict": "FAIL",
+        "cause": "rank 1 wrote no result: it did not finish",
+        "causes": ["rank 1 wrote no result: it did not finish"],
+        "mode": "srun",
+        "label": "sbatch",
+        "job_id": "4242",
     }
 
 
@@ -194,6 +373,19 @@ def test_cli_fail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         "causes": ["rank 1 wrote no result: it did not finish"],
     }
     assert "  - rank 1 wrote no result: it did not finish" in err
+
+
+def test_cli_text_format_and_json_copy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for rank in (0, 1):
+        write(tmp_path, f"rank-{rank}.json", measured_record(rank))
+    copy = tmp_path / "out" / "report.json"
+    assert main(["report", str(tmp_path), "--format", "text", "--out", str(copy)]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("ddp_smoke PASS srun (label sbatch), job 4242: 2 ranks on nodeA")
+    assert "efficiency 0.900" in out
+    assert err == ""
+    saved = json.loads(copy.read_text())
+    assert (saved["verdict"], saved["tcp_Gbps"]) == ("PASS", 16.0)
 
 
 def test_report_runs_without_torch(tmp_path: Path) -> None:

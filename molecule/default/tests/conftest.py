@@ -14,11 +14,25 @@ ROOT = Path(__file__).resolve().parents[3]
 INVENTORY_DIR = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
 
 
-def _run_playbook(playbook: str, *extra: str) -> subprocess.CompletedProcess:
+def _run_playbook(
+    playbook: str, *extra: str, inventories: tuple[Path, ...] = ()
+) -> subprocess.CompletedProcess:
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    # Share the fact cache of molecule's converge (--limit runs need the others' facts).
+    if "MOLECULE_EPHEMERAL_DIRECTORY" in os.environ:
+        env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = (
+            os.environ["MOLECULE_EPHEMERAL_DIRECTORY"] + "/facts"
+        )
     binary = Path(sys.executable).parent / "ansible-playbook"
     return subprocess.run(
-        [str(binary), "-i", str(INVENTORY_DIR), playbook, *extra],
+        [
+            str(binary),
+            "-i",
+            str(INVENTORY_DIR),
+            *[arg for inv in inventories for arg in ("-i", str(inv))],
+            playbook,
+            *extra,
+        ],
         cwd=ROOT,
         env=env,
         capture_output=True,

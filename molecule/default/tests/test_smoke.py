@@ -9,6 +9,9 @@ ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "results"
 
 
+MODES = ["srun", "torchrun", "sbatch", "spawn"]
+
+
 def newest_report() -> dict:
     reports = sorted(RESULTS.glob("*.json"), key=lambda p: p.stat().st_mtime)
     assert reports, f"no report in {RESULTS}"
@@ -19,20 +22,38 @@ def test_smoke_job_passes_on_both_nodes(run_playbook) -> None:
     result = run_playbook("smoke_train.yml")
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
-    assert "Smoke job PASS: 2 ranks on 2 nodes (node1, node2), backend gloo" in out
-    report = newest_report()
-    assert report["verdict"] == "PASS"
-    assert report["world_size"] == 2
-    assert sorted(report["nodes"]) == ["node1", "node2"]
-    assert report["last_loss"] < report["first_loss"]
-    assert int(report["srun_rc"]) == 0
+    assert (
+        "Smoke job PASS: srun, torchrun, sbatch, spawn; 2 ranks on 2 nodes (node1, node2), "
+        "backend gloo" in " ".join(out.split())
+    )
+    summary = newest_report()
+    assert summary["verdict"] == "PASS"
+    assert [m["mode"] for m in summary["modes"]] == MODES
+    assert all(m["passed"] and int(m["launch_rc"]) == 0 for m in summary["modes"])
+    run = RESULTS / summary["run_id"]
+    for mode in MODES:
+        report = json.loads((run / f"{mode}.json").read_text())
+        assert report["verdict"] == "PASS", mode
+        assert report["world_size"] == 2
+        assert sorted(report["nodes"]) == ["node1", "node2"]
+        assert report["last_loss"] < report["first_loss"]
+    srun = json.loads((run / "srun.json").read_text())
+    assert srun["tcp_Gbps"] > 0
+    assert srun["peak_busbw_GBps"] > 0
+    assert srun["scaling_efficiency"] > 0
+    assert (run / "smoke.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_smoke_job_fails_naming_the_bad_rank(run_playbook) -> None:
-    result = run_playbook("smoke_train.yml", "-e", "smoke_train_fault=perturb_params:1")
+    result = run_playbook(
+        "smoke_train.yml",
+        "-e",
+        '{"smoke_train_fault": "perturb_params:1", "smoke_train_modes": ["srun", "sbatch"]}',
+    )
     out = " ".join((result.stdout + result.stderr).split())
     assert result.returncode != 0, out
-    assert "Smoke job FAILED:" in out
+    assert "Smoke job FAILED in srun, sbatch:" in out
     assert "parameters of rank 1 on node2 differ" in out
-    report = newest_report()
-    assert report["verdict"] == "FAIL"
+    summary = newest_report()
+    assert summary["verdict"] == "FAIL"
+    assert [m["passed"] for m in summary["modes"]] == [False, False]

@@ -1,0 +1,96 @@
+"""A fourth node joins with `site.yml --limit node3` and leaves with a full run."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import testinfra
+import yaml
+from conftest import INVENTORY_DIR, ROOT
+
+NEW = "node3"
+# Same container shape as molecule.yml's platforms.
+DOCKER_RUN = [
+    "docker", "run", "-d", "--name", NEW, "--hostname", NEW, "--network", "slurm-lab",
+    "--cap-add", "SYS_ADMIN", "--cgroupns", "host",
+    "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
+    "--tmpfs", "/run", "--tmpfs", "/run/lock", "--stop-signal", "SIGRTMIN+3",
+    "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+    "-v", f"{ROOT}/.cache/shared:/shared:rw",
+    "-v", f"{ROOT}/.cache/wheelhouse:/opt/wheelhouse:ro",
+    "cluster-base:bookworm", "/lib/systemd/systemd",
+]  # fmt: skip
+
+
+def ctl():
+    return testinfra.get_host(f"ansible://ctl?ansible_inventory={INVENTORY_DIR}")
+
+
+def node_state(name: str) -> str:
+    out = ctl().run(f"sinfo --noheader --Node --nodes={name} --format=%t")
+    return out.stdout.strip() if out.rc == 0 else ""
+
+
+@pytest.fixture
+def node3(tmp_path: Path):
+    subprocess.run(["docker", "rm", "-f", NEW], capture_output=True, check=False)
+    subprocess.run(DOCKER_RUN, check=True, capture_output=True)
+    extra = tmp_path / "node3.yml"
+    extra.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "children": {
+                        "slurm_compute": {
+                            "hosts": {
+                                NEW: {
+                                    "slurm_compute_gpus": 1,
+                                    "ansible_connection": "community.docker.docker",
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        )
+    )
+    try:
+        yield extra
+    finally:
+        subprocess.run(["docker", "rm", "-f", NEW], capture_output=True, check=False)
+
+
+def test_limit_adds_a_node_and_a_full_run_removes_it(run_playbook, node3: Path) -> None:
+    prepare = run_playbook(
+        str(ROOT / "molecule/shared/prepare.yml"), "--limit", NEW, inventories=(node3,)
+    )
+    assert prepare.returncode == 0, prepare.stdout + prepare.stderr
+
+    added = run_playbook("site.yml", "--limit", NEW, inventories=(node3,))
+    out = added.stdout + added.stderr
+    assert added.returncode == 0, out
+    assert "Restart slurmctld outside --limit" in out
+
+    sums = {
+        n: testinfra.get_host(f"docker://{n}").check_output("sha256sum /etc/slurm/slurm.conf")
+        for n in ("ctl", "node1", "node2", NEW)
+    }
+    assert len({s.split()[0] for s in sums.values()}) == 1, sums
+    deadline = time.monotonic() + 60
+    while node_state(NEW) != "idle" and time.monotonic() < deadline:
+        time.sleep(2)
+    assert node_state(NEW) == "idle"
+    assert ctl().check_output(f"timeout 60 srun --immediate=30 -w {NEW} hostname").strip() == NEW
+
+    removed = run_playbook("site.yml")
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    assert NEW not in ctl().check_output("grep ^NodeName /etc/slurm/slurm.conf")
+    assert node_state(NEW) == ""
+    assert sorted(ctl().check_output("sinfo --noheader --Node --format=%N").split()) == [
+        "node1",
+        "node1",
+        "node2",
+    ]

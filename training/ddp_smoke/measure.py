@@ -1,0 +1,404 @@
+"""Measurements: all_reduce bandwidth sweep, raw TCP rate, per-rank throughput, scaling.
+
+Every rank runs each measurement and ends with the same job-wide result, so every
+rank file holds the same ``measurements`` block. The floors turn measurements into
+checks; they are off unless asked for.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TypeVar
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from ddp_smoke import metrics, tcp_probe
+from ddp_smoke.checks import CheckResult, Peers, _listing
+from ddp_smoke.collectives import all_reduce_max, all_reduce_sum, barrier
+from ddp_smoke.faults import Faults
+from ddp_smoke.options import MeasureOptions
+
+Result = dict[str, object]
+# What rank 0 tells the TCP peer: addresses to try, and the port.
+Offer = tuple[list[str], int]
+Listening = tuple[tcp_probe.Listener | None, Offer | None, str | None]
+T = TypeVar("T")
+
+SWEEP_DTYPE = torch.float32
+WARMUP_STEPS = 3
+BENCH_LR = 1e-4
+# The benchmark model: an MLP big enough that a step is compute, not overhead.
+BENCH = {
+    "cpu": {"width": 256, "hidden": 1024, "batch": 64},
+    "cuda": {"width": 1024, "hidden": 4096, "batch": 256},
+}
+
+
+@dataclass(frozen=True)
+class Bench:
+    """What every measurement needs to know about this rank and the job."""
+
+    rank: int
+    peers: Peers
+    device: torch.device
+    backend: str
+    timeout: timedelta
+    options: MeasureOptions
+    faults: Faults
+    seed: int
+    iface_addr: str | None = None
+    master_addr: str | None = None
+
+    @property
+    def world_size(self) -> int:
+        return self.peers.world_size
+
+    @property
+    def shape(self) -> dict[str, int]:
+        return BENCH["cuda" if self.device.type == "cuda" else "cpu"]
+
+
+def run_sweep(bench: Bench) -> Result:
+    """all_reduce of float32 messages over the sweep sizes; time of the slowest rank."""
+    if bench.world_size < 2:
+        return {"skipped": "the sweep needs 2 or more ranks"}
+    timed = [_time_all_reduce(bench, size) for size in bench.options.sweep_sizes]
+    slowest = torch.tensor([seconds for _, _, seconds in timed], dtype=torch.float64)
+    slowest = slowest.to(bench.device)
+    all_reduce_max(slowest, bench.timeout, "sweep time all_reduce")
+    rows = [
+        metrics.bandwidth_row(size, size // _element_size(), iters, seconds, bench.world_size)
+        for (size, iters, _), seconds in zip(timed, slowest.tolist(), strict=True)
+    ]
+    peak = metrics.peak_row(rows) or {}
+    busbw = float(peak.get("busbw_GBps", 0.0))  # type: ignore[arg-type]
+    return {
+        "op": "all_reduce",
+        "dtype": str(SWEEP_DTYPE).removeprefix("torch."),
+        "ranks": bench.world_size,
+        "bus_factor": round(metrics.bus_factor(bench.world_size), 6),
+        "rows": rows,
+        "peak_bytes": peak.get("bytes"),
+        "peak_busbw_GBps": busbw,
+        "peak_busbw_Gbps": round(busbw * metrics.BITS_PER_BYTE, 6),
+    }
+
+
+def _time_all_reduce(bench: Bench, size: int) -> tuple[int, int, float]:
+    """``(bytes, iterations, seconds per all_reduce)`` on this rank."""
+    count = max(1, size // _element_size())
+    warmup, iters = metrics.sweep_iterations(
+        count * _element_size(), bench.backend, bench.options.sweep_iters
+    )
+    # Zeros stay zero however often they are summed, so no value overflows.
+    tensor = torch.zeros(count, dtype=SWEEP_DTYPE, device=bench.device)
+    what = f"sweep all_reduce of {metrics.format_bytes(count * _element_size())}"
+    for _ in range(warmup):
+        all_reduce_sum(tensor, bench.timeout, what)
+    barrier(bench.device, bench.timeout, f"{what} barrier")
+    _synchronize(bench.device)
+    started = time.perf_counter()
+    for _ in range(iters):
+        all_reduce_sum(tensor, bench.timeout, what)
+    _synchronize(bench.device)
+    return count * _element_size(), iters, (time.perf_counter() - started) / iters
+
+
+def tcp_peer(hosts: tuple[str, ...]) -> int:
+    """The first rank on another host than rank 0, else rank 1."""
+    return next((rank for rank, host in enumerate(hosts) if host != hosts[0]), 1)
+
+
+def run_tcp(bench: Bench) -> Result:
+    """Raw TCP between rank 0 and ``tcp_peer``, both directions, over a fresh socket."""
+    if bench.world_size < 2:
+        return {"skipped": "the TCP transfer needs 2 or more ranks"}
+    peer = tcp_peer(bench.peers.hosts)
+    # Half the collective timeout, so a failed transfer is reported before peers give up.
+    limit = bench.timeout.total_seconds() / 2
+    listener, offer, error = _listen(bench, limit) if bench.rank == 0 else (None, None, None)
+    offer = _broadcast_offer(offer)
+    seconds: float | None = None
+    address: str | None = None
+    if bench.rank == 0 and listener is not None:
+        seconds, error = _attempt(lambda: tcp_probe.serve(listener, bench.options.tcp_bytes, limit))
+    elif bench.rank == peer and offer is not None:
+        addresses, port = offer
+        outcome, error = _attempt(
+            lambda: tcp_probe.connect_any(addresses, port, bench.options.tcp_bytes, limit)
+        )
+        seconds, address = outcome or (None, None)
+    gathered: list[object] = [None] * bench.world_size
+    dist.all_gather_object(gathered, {"seconds": seconds, "error": error, "address": address})
+    return _tcp_result(bench, peer, offer, gathered)
+
+
+Offer = tuple[list[str], int]
+
+
+def _listen(
+    bench: Bench, limit: float
+) -> tuple[tcp_probe.Listener | None, Offer | None, str | None]:
+    try:
+        listener = tcp_probe.listen(bench.iface_addr or "", limit)
+    except OSError as exc:
+        return None, None, f"cannot listen: {exc}"
+    addresses = tcp_probe.candidate_addresses(bench.iface_addr, bench.master_addr)
+    return listener, (addresses, listener.port), None
+
+
+def _attempt(action: Callable[[], T]) -> tuple[T | None, str | None]:
+    try:
+        return action(), None
+    except (OSError, ValueError) as exc:  # TimeoutError and ConnectionError are OSErrors
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def _broadcast_offer(offer: Offer | None) -> Offer | None:
+    """Rank 0's addresses and port on every rank (bounded by the process group's timeout)."""
+    box: list[object] = [offer]
+    dist.broadcast_object_list(box, src=0)
+    item = box[0]
+    if not isinstance(item, tuple | list) or len(item) != 2:
+        return None
+    return [str(address) for address in item[0]], int(item[1])
+
+
+def _tcp_result(bench: Bench, peer: int, offer: Offer | None, gathered: list[object]) -> Result:
+    server, client = _as_result(gathered[0]), _as_result(gathered[peer])
+    peers = bench.peers
+    errors = [
+        f"{peers.name(rank)}: {part['error']}"
+        for rank, part in ((0, server), (peer, client))
+        if part.get("error")
+    ]
+    nbytes = bench.options.tcp_bytes
+    result: Result = {
+        "ranks": [0, peer],
+        "hosts": [peers.hosts[0], peers.hosts[peer]],
+        "same_host": peers.hosts[0] == peers.hosts[peer],
+        "address": f"{client['address']}:{offer[1]}" if offer and client.get("address") else None,
+        "bytes": nbytes,
+        "error": None,
+    }
+    if errors or not server.get("seconds") or not client.get("seconds"):
+        why = "; ".join(errors) or "no timing came back"
+        result["error"] = f"between {peers.name(0)} and {peers.name(peer)}: {why}"
+        return result
+    to_peer = metrics.gbps(nbytes, float(server["seconds"]))  # type: ignore[arg-type]
+    from_peer = metrics.gbps(nbytes, float(client["seconds"]))  # type: ignore[arg-type]
+    result.update(
+        to_peer_Gbps=round(to_peer, 4),
+        from_peer_Gbps=round(from_peer, 4),
+        Gbps=round(min(to_peer, from_peer), 4),
+    )
+    return result
+
+
+def _as_result(item: object) -> dict[str, object]:
+    return item if isinstance(item, dict) else {}
+
+
+def bench_model(bench: Bench) -> nn.Module:
+    """The same initial weights on every rank."""
+    torch.manual_seed(bench.seed)
+    width, hidden = bench.shape["width"], bench.shape["hidden"]
+    model = nn.Sequential(
+        nn.Linear(width, hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, width),
+        nn.ReLU(),
+        nn.Linear(width, 1),
+    )
+    return model.to(bench.device)
+
+
+def _model_name(bench: Bench) -> str:
+    width, hidden = bench.shape["width"], bench.shape["hidden"]
+    return f"mlp {width}-{hidden}-{width}-1"
+
+
+def _bench_batch(bench: Bench) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(bench.seed)
+    batch = torch.randn(bench.shape["batch"], bench.shape["width"], generator=generator)
+    return batch.to(bench.device)
+
+
+def run_throughput(bench: Bench) -> Result:
+    """Each rank's compute step time without communication; slow ranks are stragglers."""
+    model, batch = bench_model(bench), _bench_batch(bench)
+    delay = bench.faults.step_delay_s(bench.rank)
+    for _ in range(WARMUP_STEPS):
+        _train_step(model, batch)
+    times = []
+    for _ in range(bench.options.bench_steps):
+        started = time.perf_counter()
+        _train_step(model, batch)
+        time.sleep(delay)
+        _synchronize(bench.device)
+        times.append(time.perf_counter() - started)
+    step_s = _gather_floats(statistics.median(times), bench)
+    return _throughput_result(bench, step_s)
+
+
+def _throughput_result(bench: Bench, step_s: list[float]) -> Result:
+    size = bench.shape["batch"]
+    ratio = bench.options.straggler_ratio
+    return {
+        "model": _model_name(bench),
+        "batch": size,
+        "steps": bench.options.bench_steps,
+        "ranks": [
+            {
+                "rank": rank,
+                "host": bench.peers.hosts[rank],
+                "step_ms": round(seconds * 1e3, 4),
+                "samples_per_s": round(size / seconds, 2),
+            }
+            for rank, seconds in enumerate(step_s)
+        ],
+        "typical_step_ms": round(metrics.typical(step_s) * 1e3, 4),
+        "worst_ratio": metrics.worst_ratio(step_s),
+        "straggler_ratio": ratio,
+        "stragglers": metrics.stragglers(step_s, bench.peers.hosts, ratio),
+    }
+
+
+def run_scaling(bench: Bench) -> Result:
+    """DDP training throughput on the first node's ranks alone, then on every rank."""
+    hosts = bench.peers.hosts
+    nodes = len(set(hosts))
+    if nodes < 2:
+        return {"nodes": 1, "efficiency": None, "skipped": "one node: nothing to scale"}
+    first = [rank for rank, host in enumerate(hosts) if host == hosts[0]]
+    group = dist.new_group(first, timeout=bench.timeout)
+    one = _ddp_throughput(bench, group, len(first)) if bench.rank in first else 0.0
+    one_node = torch.tensor([one], dtype=torch.float64, device=bench.device)
+    all_reduce_max(one_node, bench.timeout, "one-node throughput all_reduce")
+    every = _ddp_throughput(bench, None, bench.world_size)
+    one_rate = float(one_node.item())
+    return {
+        "nodes": nodes,
+        "steps": bench.options.bench_steps,
+        "batch_per_rank": bench.shape["batch"],
+        "one_node": {"host": hosts[0], "ranks": len(first), "samples_per_s": round(one_rate, 2)},
+        "all_nodes": {"ranks": bench.world_size, "samples_per_s": round(every, 2)},
+        "efficiency": metrics.scaling_efficiency(every, nodes, one_rate),
+    }
+
+
+def _ddp_throughput(bench: Bench, group: dist.ProcessGroup | None, ranks: int) -> float:
+    """Samples per second of ``ranks`` ranks training together under DDP."""
+    device_ids = [bench.device.index] if bench.device.type == "cuda" else None
+    model = DistributedDataParallel(bench_model(bench), device_ids=device_ids, process_group=group)
+    batch = _bench_batch(bench)
+    for _ in range(WARMUP_STEPS):
+        _train_step(model, batch)
+    barrier(bench.device, bench.timeout, f"scaling barrier of {ranks} ranks", group)
+    _synchronize(bench.device)
+    started = time.perf_counter()
+    for _ in range(bench.options.bench_steps):
+        _train_step(model, batch)
+    _synchronize(bench.device)
+    elapsed = torch.tensor([time.perf_counter() - started], dtype=torch.float64)
+    elapsed = elapsed.to(bench.device)
+    all_reduce_max(elapsed, bench.timeout, f"scaling time of {ranks} ranks", group)
+    return ranks * bench.shape["batch"] * bench.options.bench_steps / float(elapsed.item())
+
+
+def _train_step(model: nn.Module, batch: torch.Tensor) -> None:
+    """Forward, backward and a plain SGD update.
+
+    Written out rather than ``torch.optim.SGD``, whose first use imports
+    ``torch._dynamo`` (seconds of CPU), so a throughput-only run starts fast.
+    """
+    model.zero_grad(set_to_none=True)
+    model(batch).square().mean().backward()
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.grad is not None:
+                param.add_(param.grad, alpha=-BENCH_LR)
+
+
+def _gather_floats(value: float, bench: Bench) -> list[float]:
+    """Every rank's ``value``, indexed by rank."""
+    mine = torch.zeros(bench.world_size, dtype=torch.float64, device=bench.device)
+    mine[bench.rank] = value
+    all_reduce_sum(mine, bench.timeout, "per-rank measurement all_reduce")
+    return [float(item) for item in mine.tolist()]
+
+
+def _element_size() -> int:
+    return torch.empty(0, dtype=SWEEP_DTYPE).element_size()
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def busbw_fraction(sweep: Result | None, tcp: Result | None) -> float | None:
+    """Peak busbw over the raw TCP rate, when both were measured."""
+    if not sweep or not tcp or "peak_busbw_Gbps" not in sweep or "Gbps" not in tcp:
+        return None
+    return metrics.busbw_fraction(
+        float(sweep["peak_busbw_Gbps"]),  # type: ignore[arg-type]
+        float(tcp["Gbps"]),  # type: ignore[arg-type]
+    )
+
+
+def floor_checks(measured: Result, options: MeasureOptions, peers: Peers) -> list[CheckResult]:
+    """``tcp_transfer`` when TCP ran; ``busbw_floor`` and ``straggler_floor`` when set."""
+    results = []
+    tcp = measured.get("tcp")
+    if isinstance(tcp, dict) and "skipped" not in tcp:
+        results.append(_tcp_check(tcp))
+    if options.min_busbw_gbps is not None:
+        results.append(_busbw_check(measured.get("sweep"), options.min_busbw_gbps, peers))
+    if options.max_straggler_ratio is not None:
+        results.append(_straggler_check(measured.get("throughput"), options.max_straggler_ratio))
+    return results
+
+
+def _tcp_check(tcp: Result) -> CheckResult:
+    if tcp.get("error"):
+        return CheckResult("tcp_transfer", False, f"TCP transfer {tcp['error']}")
+    hosts = " and ".join(str(host) for host in tcp.get("hosts", []))  # type: ignore[union-attr]
+    return CheckResult("tcp_transfer", True, f"{tcp.get('Gbps')} Gbit/s between {hosts}")
+
+
+def _busbw_check(sweep: object, floor: float, peers: Peers) -> CheckResult:
+    if not isinstance(sweep, dict) or "peak_busbw_Gbps" not in sweep:
+        why = f"min busbw floor {floor} Gbit/s is set but the all_reduce sweep did not run"
+        return CheckResult("busbw_floor", False, f"{why} (add sweep to --measure, 2+ ranks)")
+    peak = float(sweep["peak_busbw_Gbps"])
+    where = f"{peers.world_size} ranks on {', '.join(peers.nodes())}"
+    detail = f"peak all_reduce busbw {peak:.3f} Gbit/s over {where}, floor {floor} Gbit/s"
+    if peak < floor:
+        return CheckResult("busbw_floor", False, f"{detail}: below the floor")
+    return CheckResult("busbw_floor", True, detail)
+
+
+def _straggler_check(throughput: object, limit: float) -> CheckResult:
+    rows = throughput.get("ranks") if isinstance(throughput, dict) else None
+    if not isinstance(rows, list):
+        why = f"max straggler ratio {limit} is set but the throughput measurement did not run"
+        return CheckResult("straggler_floor", False, f"{why} (add throughput to --measure)")
+    step_s = [float(row["step_ms"]) / 1e3 for row in rows]
+    hosts = [str(row["host"]) for row in rows]
+    over = [
+        f"rank {row['rank']} on {row['host']} takes {row['step_ms']} ms per step, "
+        f"{row['ratio']}x the typical {metrics.typical(step_s) * 1e3:.4g} ms"
+        for row in metrics.stragglers(step_s, hosts, limit)
+    ]
+    if over:
+        return CheckResult("straggler_floor", False, f"{_listing(over, '; ')} (limit {limit}x)")
+    worst = metrics.worst_ratio(step_s)
+    return CheckResult("straggler_floor", True, f"slowest rank {worst}x typical, limit {limit}x")

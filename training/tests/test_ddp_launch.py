@@ -1,0 +1,188 @@
+"""Launch-mode environments, the CLI's run options and interface selection (no ranks started)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ddp_smoke import launch
+from ddp_smoke.__main__ import build_parser, run_options
+from ddp_smoke.options import CHECK_GROUPS, MEASURE_GROUPS, RunOptions, parse_groups
+from ddp_smoke.slurm_env import SlurmContext
+
+TORCHRUN_ENV = {
+    "RANK": "5",
+    "WORLD_SIZE": "8",
+    "LOCAL_RANK": "1",
+    "GROUP_RANK": "1",
+    "MASTER_ADDR": "gpu01",
+    "MASTER_PORT": "24242",
+    "TORCHELASTIC_RUN_ID": "4242",
+    "SLURMD_NODENAME": "gpu02",
+}
+NODE_ENV = {
+    "SLURM_JOB_ID": "4242",
+    "SLURM_STEP_ID": "3",
+    "SLURM_NTASKS": "2",
+    "SLURM_PROCID": "1",
+    "SLURM_STEP_NUM_NODES": "2",
+    "SLURM_STEP_NODELIST": "gpu[01-02]",
+    "SLURMD_NODENAME": "gpu02",
+    "SLURM_GPUS_ON_NODE": "4",
+}
+
+
+def no_scontrol(_name: str) -> None:
+    return None
+
+
+def options(tmp_path: Path, mode: str, **changes: object) -> RunOptions:
+    base = RunOptions(tmp_path, None, 3, 120.0, None, 1234, mode=mode)
+    return RunOptions(**{**base.__dict__, **changes})
+
+
+def test_torchrun_context() -> None:
+    assert launch.torchrun_context(TORCHRUN_ENV) == SlurmContext(
+        rank=5,
+        world_size=8,
+        local_rank=1,
+        job_id="4242",
+        host="gpu02",
+        master_addr="gpu01",
+        master_port=24242,
+        mode="torchrun",
+        init_method="env://",
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"RANK": None}, "RANK is not set: launch the workers with torchrun"),
+        ({"RANK": "8"}, "RANK=8 is not below WORLD_SIZE=8"),
+        ({"MASTER_PORT": None}, "MASTER_PORT is not set"),
+    ],
+)
+def test_torchrun_context_rejects(change: dict[str, str | None], message: str) -> None:
+    merged = {**TORCHRUN_ENV, **change}
+    env = {key: value for key, value in merged.items() if value is not None}
+    with pytest.raises(ValueError, match=message):
+        launch.torchrun_context(env)
+
+
+def test_spawn_plan_ranks(tmp_path: Path) -> None:
+    plan = launch.spawn_plan(NODE_ENV, None, tmp_path)
+    assert (plan.node_rank, plan.nodes, plan.nproc_per_node, plan.world_size) == (1, 2, 4, 8)
+    assert plan.init_method == (tmp_path / "rdzv-4242.3").as_uri()
+    worker = plan.context(2)
+    assert (worker.rank, worker.local_rank, worker.world_size) == (6, 2, 8)
+    assert (worker.host, worker.mode, worker.master) == ("gpu02", "spawn", None)
+    assert worker.rendezvous == plan.init_method
+    assert launch.spawn_plan(NODE_ENV, 2, tmp_path).context(1).rank == 3
+
+
+def test_spawn_plan_needs_one_task_per_node(tmp_path: Path) -> None:
+    env = {**NODE_ENV, "SLURM_NTASKS": "8", "SLURM_PROCID": "5"}
+    with pytest.raises(ValueError, match=r"needs one task per node .* SLURM_NTASKS=8 on 2 nodes"):
+        launch.spawn_plan(env, None, tmp_path)
+
+
+def test_torchrun_options() -> None:
+    assert launch.torchrun_options(NODE_ENV, None, None, 60.0, which=no_scontrol) == [
+        "--nnodes=2",
+        "--nproc-per-node=4",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=gpu01:24242",
+        "--rdzv-id=4242",
+        "--rdzv-conf=join_timeout=60",
+        "--max-restarts=0",
+    ]
+    ipv6 = {**NODE_ENV, "MASTER_ADDR": "fd00::1"}
+    given = launch.torchrun_options(ipv6, 8, 29500, 0.2, which=no_scontrol)
+    assert given[1] == "--nproc-per-node=8"
+    assert given[3] == "--rdzv-endpoint=[fd00::1]:29500"
+    assert given[5] == "--rdzv-conf=join_timeout=1"
+
+
+def test_resolve_picks_the_mode(tmp_path: Path) -> None:
+    srun_env = {**NODE_ENV, "SLURM_LOCALID": "0"}
+    srun = launch.resolve(options(tmp_path, "srun"), srun_env)
+    assert isinstance(srun, SlurmContext)
+    assert (srun.mode, srun.rank, srun.rendezvous) == ("srun", 1, "tcp://gpu01:24242")
+    assert launch.resolve(options(tmp_path, "torchrun"), TORCHRUN_ENV).mode == "torchrun"
+    plan = launch.resolve(options(tmp_path, "spawn", rdzv_dir=tmp_path / "r"), NODE_ENV)
+    assert isinstance(plan, launch.SpawnPlan)
+    assert plan.init_method == (tmp_path / "r" / "rdzv-4242.3").as_uri()
+
+
+def test_select_interface_sets_gloo_and_nccl(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in launch.IFACE_VARIABLES:
+        monkeypatch.setenv(name, "placeholder")  # restored after the test
+    env = launch.select_interface("lo", {"PATH": "/bin"})
+    assert env == {"PATH": "/bin", "GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
+    assert (os.environ["GLOO_SOCKET_IFNAME"], os.environ["NCCL_SOCKET_IFNAME"]) == ("lo", "lo")
+    assert launch.iface_report("lo", env) == {
+        "requested": "lo",
+        "GLOO_SOCKET_IFNAME": "lo",
+        "NCCL_SOCKET_IFNAME": "lo",
+    }
+    assert launch.select_interface(None, {"A": "1"}) == {"A": "1"}
+
+
+def test_select_interface_rejects_a_missing_interface() -> None:
+    with pytest.raises(ValueError, match="network interface 'nosuch0' does not exist here"):
+        launch.select_interface("nosuch0", {})
+
+
+@pytest.mark.parametrize(
+    ("text", "groups"),
+    [("all", set(CHECK_GROUPS)), ("none", set()), ("data, train", {"data", "train"})],
+)
+def test_parse_groups(text: str, groups: set[str]) -> None:
+    assert parse_groups(text, CHECK_GROUPS, "check group") == groups
+
+
+def test_parse_groups_rejects_unknown_names() -> None:
+    with pytest.raises(ValueError, match="unknown measurement bogus: choose from sweep"):
+        parse_groups("sweep,bogus", MEASURE_GROUPS, "measurement")
+
+
+def test_run_options_defaults_per_mode(tmp_path: Path) -> None:
+    parser = build_parser()
+    srun = run_options(parser.parse_args(["run", "--result-dir", str(tmp_path)]))
+    assert (srun.mode, srun.run_label, srun.checks) == ("srun", "srun", set(CHECK_GROUPS))
+    assert srun.measure.groups == set(MEASURE_GROUPS)
+    assert srun.measure.sweep_sizes == tuple(4096 * 4**power for power in range(8))
+    assert (srun.measure.tcp_bytes, srun.measure.straggler_ratio) == (64 << 20, 1.5)
+    assert (srun.measure.min_busbw_gbps, srun.measure.max_straggler_ratio) == (None, None)
+    args = ["run", "--result-dir", str(tmp_path), "--mode", "spawn", "--label", "x"]
+    spawn = run_options(parser.parse_args(args))
+    assert (spawn.run_label, spawn.measure.groups) == ("x", set())
+
+
+def test_run_options_floors_and_sweep(tmp_path: Path) -> None:
+    args = ["run", "--result-dir", str(tmp_path), "--measure", "sweep", "--sweep-sizes", "1M:8M"]
+    args += ["--sweep-factor", "2", "--min-busbw-gbps", "25", "--max-straggler-ratio", "1.2"]
+    chosen = run_options(build_parser().parse_args(args)).measure
+    assert chosen.groups == {"sweep"}
+    assert chosen.sweep_sizes == (1 << 20, 2 << 20, 4 << 20, 8 << 20)
+    assert (chosen.min_busbw_gbps, chosen.max_straggler_ratio) == (25.0, 1.2)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--checks", "nope"],
+        ["--measure", "sweep,x"],
+        ["--sweep-sizes", "64M"],
+        ["--sweep-factor", "1"],
+        ["--max-straggler-ratio", "0.5"],
+        ["--mode", "mpirun"],
+    ],
+)
+def test_run_rejects_bad_options(tmp_path: Path, bad: list[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        build_parser().parse_args(["run", "--result-dir", str(tmp_path), *bad])
+    assert caught.value.code == 2
