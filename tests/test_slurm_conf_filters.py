@@ -109,6 +109,7 @@ PartitionName=main Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP
         (BASE + "PartitionName=cpu Nodes=node2 MaxTime=1:00:00 State=UP\n", "reconfigure"),
         (BASE.replace("proctrack/cgroup", "proctrack/linuxproc"), "restart"),
         (BASE + "NodeName=node3 CPUs=2 RealMemory=22899 State=UNKNOWN\n", "restart"),
+        (BASE + "AccountingStorageTRES=gres/gpu\n", "restart"),
         (
             BASE.replace("NodeName=node2 CPUs=2 RealMemory=22899 Gres=gpu:1 State=UNKNOWN\n", ""),
             "restart",
@@ -129,6 +130,7 @@ PartitionName=main Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP
         "new-partition",
         "plugin",
         "add-node",
+        "tres",
         "remove-node",
         "node-memory",
     ],

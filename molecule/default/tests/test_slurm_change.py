@@ -54,6 +54,17 @@ def test_sacct_lists_a_completed_job() -> None:
     assert cluster.split() == ["local"]
 
 
+def test_accounts_and_qos_from_inventory() -> None:
+    qos = CTL.check_output(
+        "sacctmgr --noheader --parsable2 show qos gpu-hours format=Name,GrpTRESMins"
+    )
+    assert qos.strip() == "gpu-hours|gres/gpu=6000"
+    assoc = CTL.check_output(
+        "sacctmgr --noheader --parsable2 show association where account=lab format=Account,User,QOS"
+    )
+    assert sorted(assoc.splitlines()) == ["lab||gpu-hours,normal", "lab|root|gpu-hours,normal"]
+
+
 def test_slurmdbd_secrets_are_private() -> None:
     conf = CTL.file("/etc/slurm/slurmdbd.conf")
     assert (conf.user, conf.group, conf.mode) == ("slurm", "slurm", 0o600)

@@ -22,6 +22,7 @@ LAYOUT = {
 RESTART_KEYS = {
     "AccountingStorageHost",
     "AccountingStoragePort",
+    "AccountingStorageTRES",
     "AccountingStorageType",
     "AuthType",
     "ClusterName",

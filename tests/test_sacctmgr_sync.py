@@ -1,0 +1,76 @@
+"""Planning in the sacctmgr_sync module: what to add, what to modify, nothing twice."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "roles/slurm_controller/library"))
+import sacctmgr_sync as m
+
+WANT_QOS = [{"name": "gpu-hours", "grp_tres_mins": "gres/gpu=6000", "max_wall": "1-00:00:00"}]
+WANT_ACCOUNTS = [
+    {
+        "name": "vision",
+        "description": "Vision group",
+        "organization": "lab",
+        "qos": ["normal", "gpu-hours"],
+        "users": ["alice", "bob"],
+    }
+]
+
+
+def test_parse_rows() -> None:
+    rows = m.parse_rows("normal||\ngpu-hours|gres/gpu=6000|1-00:00:00\n", ["name", "a", "b"])
+    assert rows == [
+        {"name": "normal", "a": "", "b": ""},
+        {"name": "gpu-hours", "a": "gres/gpu=6000", "b": "1-00:00:00"},
+    ]
+
+
+def test_empty_database_gets_everything() -> None:
+    cmds = m.plan("local", WANT_QOS, WANT_ACCOUNTS, [{"name": "normal"}], [], [])
+    assert cmds == [
+        ["sacctmgr", "--immediate", "add", "qos", "gpu-hours",
+         "GrpTRESMins=gres/gpu=6000", "MaxWall=1-00:00:00"],
+        ["sacctmgr", "--immediate", "add", "account", "vision", "Cluster=local",
+         "Description=Vision group", "Organization=lab", "QOS=gpu-hours,normal"],
+        ["sacctmgr", "--immediate", "add", "user", "alice", "Account=vision", "Cluster=local"],
+        ["sacctmgr", "--immediate", "add", "user", "bob", "Account=vision", "Cluster=local"],
+    ]  # fmt: skip
+
+
+HAVE_QOS = [
+    {"name": "normal", "grptresmins": "", "maxwall": ""},
+    {"name": "gpu-hours", "grptresmins": "gres/gpu=6000", "maxwall": "1-00:00:00"},
+]
+HAVE_ACCOUNTS = [{"account": "vision", "descr": "vision group", "org": "lab"}]
+HAVE_ASSOCS = [
+    {"account": "vision", "user": "", "qos": "gpu-hours,normal"},
+    {"account": "vision", "user": "alice", "qos": "gpu-hours,normal"},
+    {"account": "vision", "user": "bob", "qos": "gpu-hours,normal"},
+]
+
+
+def test_matching_database_needs_nothing() -> None:
+    assert m.plan("local", WANT_QOS, WANT_ACCOUNTS, HAVE_QOS, HAVE_ACCOUNTS, HAVE_ASSOCS) == []
+
+
+def test_changed_limit_and_new_user_are_modified_and_added() -> None:
+    want_qos = [dict(WANT_QOS[0], grp_tres_mins="gres/gpu=12000")]
+    want_acc = [dict(WANT_ACCOUNTS[0], users=["alice", "bob", "carol"])]
+    cmds = m.plan("local", want_qos, want_acc, HAVE_QOS, HAVE_ACCOUNTS, HAVE_ASSOCS)
+    assert cmds == [
+        ["sacctmgr", "--immediate", "modify", "qos", "where", "Name=gpu-hours", "set",
+         "GrpTRESMins=gres/gpu=12000"],
+        ["sacctmgr", "--immediate", "add", "user", "carol", "Account=vision", "Cluster=local"],
+    ]  # fmt: skip
+
+
+def test_account_qos_change_is_modified() -> None:
+    want_acc = [dict(WANT_ACCOUNTS[0], qos=["normal"])]
+    cmds = m.plan("local", WANT_QOS, want_acc, HAVE_QOS, HAVE_ACCOUNTS, HAVE_ASSOCS)
+    assert cmds == [
+        ["sacctmgr", "--immediate", "modify", "account", "where", "Name=vision", "Cluster=local",
+         "set", "QOS=normal"],
+    ]  # fmt: skip
