@@ -62,7 +62,9 @@ def test_accounts_and_qos_from_inventory() -> None:
     assoc = CTL.check_output(
         "sacctmgr --noheader --parsable2 show association where account=lab format=Account,User,QOS"
     )
-    assert sorted(assoc.splitlines()) == ["lab||gpu-hours,normal", "lab|root|gpu-hours,normal"]
+    assert sorted(assoc.splitlines()) == sorted(
+        ["lab||gpu-hours,normal", "lab|root|gpu-hours,normal"]
+    )
 
 
 def test_slurmdbd_secrets_are_private() -> None:
