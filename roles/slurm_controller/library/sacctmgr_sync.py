@@ -57,11 +57,6 @@ def _qos_set(q: dict) -> list[str]:
     return out
 
 
-def _norm_wall(value: str) -> str:
-    """sacctmgr prints 1-00:00:00 as 1-00:00:00 and 01:00:00 as 01:00:00: compare as given."""
-    return value.strip()
-
-
 def plan(
     cluster: str,
     want_qos: list[dict],
@@ -82,7 +77,7 @@ def plan(
         diff = []
         if q.get("grp_tres_mins") and cur.get("grptresmins") != q["grp_tres_mins"]:
             diff.append(f"GrpTRESMins={q['grp_tres_mins']}")
-        if q.get("max_wall") and _norm_wall(cur.get("maxwall", "")) != _norm_wall(q["max_wall"]):
+        if q.get("max_wall") and cur.get("maxwall", "").strip() != q["max_wall"].strip():
             diff.append(f"MaxWall={q['max_wall']}")
         if diff:
             cmds.append(
