@@ -53,3 +53,14 @@ clean:
 # (a benchmark: not part of `make test`). BENCH_ARGS="--compare FILE" etc.
 bench: host
 	$(BIN)/python bench/bench.py $(BENCH_ARGS)
+
+# NFS server/client roles on three qemu VMs (software emulation: the host
+# kernel has no NFS). nfs-host installs qemu and builds the VM base image
+# (a few minutes once, cached in .cache/nfs-vm by recipe hash).
+.PHONY: nfs-host test-nfs
+nfs-host: venv
+	$(BIN)/python molecule/shared/vm.py host
+	$(BIN)/python molecule/shared/vm.py image
+
+test-nfs: nfs-host
+	molecule test -s nfs
