@@ -48,7 +48,7 @@ def node3(tmp_path: Path):
                             "hosts": {
                                 NEW: {
                                     "slurm_compute_gpus": 1,
-                                    "ansible_connection": "community.docker.docker",
+                                    "ansible_connection": "docker",
                                 }
                             }
                         }

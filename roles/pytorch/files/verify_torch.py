@@ -2,13 +2,54 @@
 
 Runs with the venv's python. Always exits 0 with a report; a broken torch is
 reported in "error", and the role's assert turns it into a failure that names
-the node. Only the import costs time (about 2 s).
+the node. Only the import costs time (about 2 s on a small machine), so a
+passing report is kept in the venv with a fingerprint of everything it
+depends on: the installed torch (version and files), the NVIDIA driver
+loaded, the GPU device files, CUDA_VISIBLE_DEVICES, the python. While that
+fingerprint holds, the kept report is printed ("cached": true) and torch is
+not imported; any difference, a failed report, or --fresh (the role passes it
+when it has just installed torch) verifies again. --no-write (check mode)
+keeps nothing.
 """
 
 from __future__ import annotations
 
+import glob
+import hashlib
 import json
+import os
+import socket
 import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def fingerprint() -> str:
+    """Hash of what torch's answer depends on, read without importing torch."""
+    try:
+        dist = metadata.distribution("torch")
+        record = dist.locate_file(f"torch-{dist.version}.dist-info/RECORD")
+        stat = os.stat(record)
+        torch_id = f"{dist.version} {stat.st_mtime_ns} {stat.st_size}"
+    except (metadata.PackageNotFoundError, OSError):
+        torch_id = "no torch"
+    parts = [
+        torch_id,
+        _read("/sys/module/nvidia/version"),
+        " ".join(sorted(glob.glob("/dev/nvidia*"))),
+        os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>"),
+        sys.version,
+        sys.prefix,
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def report() -> dict:
@@ -37,5 +78,36 @@ def report() -> dict:
     }
 
 
+def kept_path() -> Path:
+    # One file per node: a shared venv serves nodes with different GPUs.
+    return Path(sys.prefix) / f".torch-verified-{socket.gethostname()}.json"
+
+
+def main(argv: list[str]) -> dict:
+    fresh = "--fresh" in argv
+    write = "--no-write" not in argv
+    key = fingerprint()
+    path = kept_path()
+    if not fresh:
+        try:
+            kept = json.loads(path.read_text())
+        except (OSError, ValueError):
+            kept = {}
+        if kept.get("fingerprint") == key and isinstance(kept.get("report"), dict):
+            return {**kept["report"], "cached": True, "verified_at": kept.get("verified_at")}
+    result = report()
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if write and "error" not in result:
+        try:
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"fingerprint": key, "verified_at": now, "report": result}))
+            tmp.replace(path)
+        except OSError:
+            pass  # an unwritable venv only costs the next run the import
+    elif "error" in result:
+        path.unlink(missing_ok=True)
+    return {**result, "cached": False, "verified_at": now}
+
+
 if __name__ == "__main__":
-    print(json.dumps(report()))
+    print(json.dumps(main(sys.argv[1:])))

@@ -159,6 +159,8 @@ _REPORT_DEFAULTS: dict[str, Any] = {
     "device_count": 0,
     "devices": [],
     "nccl": None,
+    "cached": False,
+    "verified_at": None,
 }
 
 
