@@ -5,6 +5,12 @@ in ansible.cfg points here, so no path into a virtual environment is written
 down. Mitogen keeps one Python interpreter per host for the whole run instead
 of starting one per task: a no-change ``site.yml`` rerun takes a fraction of
 the time. Run with ``ANSIBLE_STRATEGY=linear`` to go without it.
+
+Plays that only touch the control machine (``connection: local`` or the
+implicit localhost) run under Ansible's own linear strategy: Mitogen gains
+nothing there, and its async runner leaves ``async``/``poll: 0`` jobs on the
+local connection unfinished for ever (molecule's docker create/destroy
+playbooks wait on such jobs).
 """
 
 import ansible_mitogen.loaders
@@ -12,6 +18,32 @@ import ansible_mitogen.strategy
 
 _Linear = ansible_mitogen.loaders.strategy_loader.get("linear", class_only=True)
 
+_LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def local_only(play_connection, hosts):
+    """True when a play runs on the control machine alone.
+
+    ``play_connection`` is the play's ``connection`` keyword (or None);
+    ``hosts`` are inventory Host objects (``name``, ``implicit``, ``vars``).
+    """
+    if play_connection == "local":
+        return True
+    if not hosts:
+        return False
+    return all(
+        getattr(h, "implicit", False)
+        or h.name in _LOCAL_NAMES
+        or h.vars.get("ansible_connection") == "local"
+        for h in hosts
+    )
+
 
 class StrategyModule(ansible_mitogen.strategy.StrategyMixin, _Linear):
     """Ansible's linear strategy with Mitogen's connection handling."""
+
+    def run(self, iterator, play_context, result=0):
+        play = iterator._play
+        if local_only(play.connection, self._inventory.get_hosts(play.hosts)):
+            return _Linear.run(self, iterator, play_context)
+        return super().run(iterator, play_context, result)
