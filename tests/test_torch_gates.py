@@ -1,0 +1,141 @@
+"""The two gates that let a no-change rerun skip pip and the torch import.
+
+roles/pytorch/files/venv_satisfies.py decides whether pip must run;
+roles/pytorch/files/verify_torch.py keeps its last passing report under a
+fingerprint. Both are judged against this venv (CPU torch from /opt/wheels).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FILES = ROOT / "roles" / "pytorch" / "files"
+sys.path.insert(0, str(FILES))
+
+import venv_satisfies as vs  # noqa: E402
+import verify_torch as vt  # noqa: E402
+
+torch_version = pytest.importorskip("torch").__version__  # e.g. 2.13.0+cpu
+public, _, local = torch_version.partition("+")
+
+
+@pytest.mark.parametrize(
+    ("requirements", "variant", "why"),
+    [
+        ([f"torch=={public}"], "", []),  # a pin without +local takes any build
+        ([f"torch=={torch_version}"], "", []),
+        (["torch", "PyYAML"], "", []),
+        (["pyyaml"], "", []),  # names compare normalised
+        ([f"torch=={public}"], local, []),
+        ([f"torch=={public}+cu999"], "", ["wanted"]),
+        (["torch==1.0.0"], "", ["wanted"]),
+        (["torch"], "cu999", ["variant cu999 wanted"]),
+        (["no-such-package-here"], "", ["is not installed"]),
+        (["torch>=2"], "", ["pip decides"]),
+        (["torch[opt]==1"], "", ["pip decides"]),
+        (["torch", "no-such-package-here"], "", ["is not installed"]),
+    ],
+)
+def test_missing(requirements, variant, why) -> None:
+    found = vs.missing(requirements, variant)
+    assert len(found) == len(why), found
+    for text, wanted in zip(found, why, strict=True):
+        assert wanted in text
+
+
+def test_script_exit_status_gates_pip() -> None:
+    script = str(FILES / "venv_satisfies.py")
+    ok = subprocess.run(
+        [sys.executable, script, "--variant", local, f"torch=={public}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ok.returncode == 0 and ok.stdout.startswith("all installed"), ok
+    need = subprocess.run(
+        [sys.executable, script, "--variant", "cu999", "torch"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert need.returncode == 1 and "variant cu999 wanted" in need.stdout, need
+
+
+@pytest.fixture
+def kept(tmp_path, monkeypatch):
+    """verify_torch with its kept file in tmp_path and a counting fake import."""
+    calls = []
+    outcome = {"torch": torch_version, "cuda_available": False, "device_count": 0}
+
+    def fake_report():
+        calls.append(1)
+        return dict(outcome)
+
+    path = tmp_path / "kept.json"
+    monkeypatch.setattr(vt, "kept_path", lambda: path)
+    monkeypatch.setattr(vt, "report", fake_report)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return path, calls, outcome
+
+
+def test_pass_is_kept_and_reused(kept) -> None:
+    path, calls, _ = kept
+    first = vt.main([])
+    assert first["cached"] is False and len(calls) == 1
+    assert json.loads(path.read_text())["fingerprint"] == vt.fingerprint()
+    second = vt.main([])
+    assert second["cached"] is True and len(calls) == 1
+    assert second["verified_at"] == first["verified_at"]
+    assert {k: second[k] for k in ("torch", "device_count")} == {
+        "torch": torch_version,
+        "device_count": 0,
+    }
+
+
+def test_fresh_verifies_again(kept) -> None:
+    _, calls, _ = kept
+    vt.main([])
+    assert vt.main(["--fresh"])["cached"] is False
+    assert len(calls) == 2
+
+
+def test_changed_fingerprint_verifies_again(kept, monkeypatch) -> None:
+    _, calls, _ = kept
+    vt.main([])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # a different GPU view
+    assert vt.main([])["cached"] is False
+    assert len(calls) == 2
+
+
+def test_failure_is_never_kept_and_drops_the_old_pass(kept) -> None:
+    path, calls, outcome = kept
+    vt.main([])
+    assert path.exists()
+    outcome.clear()
+    outcome["error"] = "import torch failed: ImportError: libcudart.so.12"
+    failed = vt.main(["--fresh"])
+    assert failed["error"].startswith("import torch failed") and failed["cached"] is False
+    assert not path.exists()
+    vt.main([])  # nothing kept: the failure is looked at again
+    assert len(calls) == 3
+
+
+def test_no_write_keeps_nothing(kept) -> None:
+    path, calls, _ = kept
+    vt.main(["--no-write"])
+    assert not path.exists()
+    vt.main(["--no-write"])
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("content", ["not json", '{"fingerprint": 1}', '{"report": []}'])
+def test_unreadable_kept_file_verifies_again(kept, content) -> None:
+    path, calls, _ = kept
+    path.write_text(content)
+    assert vt.main([])["cached"] is False and len(calls) == 1
