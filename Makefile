@@ -8,7 +8,7 @@ export ANSIBLE_FORCE_COLOR ?= 0
 # Local torch wheel for the control machine's unit tests (never the CUDA build).
 WHEELS ?= /opt/wheels
 
-.PHONY: venv host lint unit demo test clean bench
+.PHONY: venv host test-host lint unit demo test clean bench
 
 venv: $(VENV)/.installed
 
@@ -23,6 +23,11 @@ $(VENV)/.installed: requirements.txt
 host: venv
 	mkdir -p .cache/shared
 	$(BIN)/python molecule/shared/hostprep.py all
+
+# What the tests need beyond the demo: the Debian 13 base image (Slurm 24.11)
+# and, for the nfs scenario, qemu and the VM image (cached by recipe hash).
+test-host: host nfs-host
+	$(BIN)/python molecule/shared/hostprep.py image --suite trixie
 
 lint: venv
 	yamllint --strict .
@@ -40,10 +45,15 @@ demo: host
 	ansible-playbook site.yml
 	ansible-playbook smoke_train.yml
 
-# Everything: lint, unit tests, then the full molecule scenario.
-test: lint unit host
+# Everything: lint, unit tests, then every molecule scenario (molecule/README.md):
+# default (all roles + DDP smoke job), slurm on Debian 12 and 13, nfs on VMs.
+# The cgroups check fails when a Docker scenario left Slurm cgroups on the host.
+test: lint unit test-host
 	molecule test
+	CLUSTER_SUITE=bookworm molecule test -s slurm
+	CLUSTER_SUITE=trixie molecule test -s slurm
 	$(BIN)/python molecule/shared/hostprep.py cgroups
+	molecule test -s nfs
 
 clean:
 	-molecule destroy

@@ -5,8 +5,9 @@ Sub-commands (each idempotent, each fast when there is nothing to do):
 
   docker      start dockerd when it is not answering (install docker.io when
               missing; needs root)
-  image       build the Debian systemd base image with debootstrap + docker
+  image       build the Debian systemd base image(s) with debootstrap + docker
               import when the tag is absent or its recipe changed
+              (--suite bookworm --suite trixie: Slurm 22.05 and 24.11)
   wheelhouse  fill a local wheelhouse with the CPU torch build for the nodes
   all         the three above
   cgroups     fail when Slurm left cgroup folders in the host's tree
@@ -230,16 +231,23 @@ def check_cgroups() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=["docker", "image", "wheelhouse", "all", "cgroups"])
-    parser.add_argument("--suite", default="bookworm")
+    parser.add_argument(
+        "--suite",
+        action="append",
+        help="Debian suite of an image, repeatable (default bookworm)",
+    )
     parser.add_argument("--tag", default=None, help="image tag (default cluster-base:SUITE)")
     parser.add_argument("--wheelhouse", type=Path, default=CACHE / "wheelhouse")
     args = parser.parse_args()
     CACHE.mkdir(exist_ok=True)
-    tag = args.tag or f"cluster-base:{args.suite}"
+    suites = args.suite or ["bookworm"]
+    if args.tag and len(suites) > 1:
+        parser.error("--tag names one image: give one --suite with it")
     if args.what in ("docker", "all"):
         ensure_docker()
     if args.what in ("image", "all"):
-        ensure_image(args.suite, tag)
+        for suite in suites:
+            ensure_image(suite, args.tag or f"cluster-base:{suite}")
     if args.what in ("wheelhouse", "all"):
         ensure_wheelhouse(args.wheelhouse)
     if args.what == "cgroups":

@@ -16,6 +16,10 @@ RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 ALL = RUNNER.get_hosts("all")
 CONTROLLER = RUNNER.get_hosts("slurm_controller")
 COMPUTE = RUNNER.get_hosts("slurm_compute")
+# Set by the scenario (molecule/slurm runs on bookworm and trixie images).
+SUITE = os.environ.get("CLUSTER_SUITE", "bookworm")
+PYTORCH = os.environ.get("CLUSTER_PYTORCH", "1") == "1"
+SLURM_RELEASE = {"bookworm": "22.05", "trixie": "24.11"}
 
 
 def host(name: str):
@@ -25,6 +29,15 @@ def host(name: str):
 def test_inventory_shape() -> None:
     assert CONTROLLER == ["ctl"]
     assert sorted(COMPUTE) == ["node1", "node2"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_slurm_release_of_the_suite(name: str) -> None:
+    """The image is the Debian release asked for, with its own Slurm."""
+    h = host(name)
+    assert h.check_output(". /etc/os-release && echo $VERSION_CODENAME") == SUITE
+    version = h.check_output("sinfo --version").split()[-1]
+    assert version.startswith(SLURM_RELEASE[SUITE] + "."), version
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -123,6 +136,9 @@ def test_shared_directory_seen_by_all_nodes() -> None:
 
 @pytest.mark.parametrize("name", COMPUTE)
 def test_torch_in_venv(name: str) -> None:
+    if not PYTORCH:  # pytorch_enabled: false keeps the role off the node
+        assert not host(name).file("/opt/pytorch/venv").exists
+        return
     out = host(name).check_output(
         "/opt/pytorch/venv/bin/python -c 'import torch; print(torch.__version__)'"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ DOCKER_RUN = [
     "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
     "-v", f"{ROOT}/.cache/shared:/shared:rw",
     "-v", f"{ROOT}/.cache/wheelhouse:/opt/wheelhouse:ro",
-    "cluster-base:bookworm", "/lib/systemd/systemd",
+    f"cluster-base:{os.environ.get('CLUSTER_SUITE', 'bookworm')}", "/lib/systemd/systemd",
 ]  # fmt: skip
 
 

@@ -81,7 +81,9 @@ def test_drift_is_reconfigured_and_a_running_job_survives(run_playbook) -> None:
     ).strip()
     try:
         wait_for(lambda: job_state(job_id) == "RUNNING", 60, f"job {job_id} to run")
-        pid_before = CTL.check_output("systemctl show --property=MainPID --value slurmctld")
+        # A restart by systemd gives the unit a new InvocationID; a reconfigure
+        # does not (Slurm >= 23.11 re-executes slurmctld in place: new PID).
+        run_before = CTL.check_output("systemctl show --property=InvocationID --value slurmctld")
         node2 = host("node2")
         node2.check_output("sed -i 's/MaxTime=30:00/MaxTime=45:00/' /etc/slurm/slurm.conf")
 
@@ -96,8 +98,8 @@ def test_drift_is_reconfigured_and_a_running_job_survives(run_playbook) -> None:
             for n in ("ctl", "node1", "node2")
         }
         assert len(set(sums.values())) == 1, sums
-        assert CTL.check_output("systemctl show --property=MainPID --value slurmctld") == (
-            pid_before
+        assert CTL.check_output("systemctl show --property=InvocationID --value slurmctld") == (
+            run_before
         )
         assert job_state(job_id) == "RUNNING"
 
@@ -119,16 +121,3 @@ def test_no_change_run_restarts_nothing(run_playbook) -> None:
     assert "RUNNING HANDLER" not in result.stdout
     for n, unit in (("ctl", "slurmctld"), ("node1", "slurmd"), ("node2", "slurmd")):
         assert host(n).check_output(f"systemctl show --property=MainPID --value {unit}") == pids[n]
-
-
-def test_gpu_path_in_check_mode(run_playbook) -> None:
-    """The cuda role's GPU path, --check --diff on a node that pretends to have a GPU."""
-    result = run_playbook(
-        "playbooks/gpu.yml", "--check", "--diff", "-e", "cuda_test_fake_gpus=1", "--limit", "node1"
-    )
-    out = result.stdout + result.stderr
-    assert result.returncode == 0, out
-    assert "node1: 1 NVIDIA GPU(s) (FAKE" in out
-    assert "repos/debian12/x86_64/" in out
-    assert "Pin: version 580.95.05-*" in out
-    assert not host("node1").file("/etc/apt/preferences.d/nvidia-driver.pref").exists
