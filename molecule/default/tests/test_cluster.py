@@ -18,7 +18,6 @@ CONTROLLER = RUNNER.get_hosts("slurm_controller")
 COMPUTE = RUNNER.get_hosts("slurm_compute")
 # Set by the scenario (molecule/slurm runs on bookworm and trixie images).
 SUITE = os.environ.get("CLUSTER_SUITE", "bookworm")
-PYTORCH = os.environ.get("CLUSTER_PYTORCH", "1") == "1"
 SLURM_RELEASE = {"bookworm": "22.05", "trixie": "24.11"}
 
 
@@ -136,7 +135,7 @@ def test_shared_directory_seen_by_all_nodes() -> None:
 
 @pytest.mark.parametrize("name", COMPUTE)
 def test_torch_in_venv(name: str) -> None:
-    if not PYTORCH:  # pytorch_enabled: false keeps the role off the node
+    if not RUNNER.get_variables(name).get("pytorch_enabled", True):  # role kept off
         assert not host(name).file("/opt/pytorch/venv").exists
         return
     out = host(name).check_output(
