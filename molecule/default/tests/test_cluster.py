@@ -102,6 +102,19 @@ def test_slurmd_running_and_listening(name: str) -> None:
     assert h.socket("tcp://0.0.0.0:6818").is_listening
 
 
+@pytest.mark.parametrize("name", ALL)
+def test_no_slurm_daemon_waited_out_its_start_timeout(name: str) -> None:
+    """Packages never start a daemon before its config exists.
+
+    Slurm 24.11's slurmd, started by its postinst without slurm.conf, hangs
+    on a configless fetch until systemd kills it after 90 s.
+    """
+    log = host(name).check_output(
+        "journalctl -b --no-pager -o cat -u slurmd -u slurmctld -u slurmdbd"
+    )
+    assert "start operation timed out" not in log, log[-2000:]
+
+
 def test_sinfo_shows_both_nodes_idle() -> None:
     out = host("ctl").check_output("sinfo --noheader --Node --format='%N %P %t %G'")
     assert sorted(out.splitlines()) == [
