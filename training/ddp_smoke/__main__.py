@@ -1,6 +1,8 @@
 """Command line: ``run`` on every rank, ``report DIR`` once after, ``plot`` on the controller.
 
-``report``, ``plot``, ``torchrun-args`` and ``torchrun`` import only the standard
+``sbatch SCRIPT`` submits a batch script and waits for it, like ``sbatch --wait``
+but polling every second. ``report``, ``plot``, ``sbatch``, ``torchrun-args`` and
+``torchrun`` import only the standard
 library (``plot`` adds matplotlib when it is installed): the controller that runs
 them has no torch.
 """
@@ -14,7 +16,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ddp_smoke import launch, metrics
+from ddp_smoke import batch, launch, metrics
 from ddp_smoke.options import (
     CHECK_GROUPS,
     DEFAULT_MEASURE,
@@ -167,6 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
     plot_cmd = commands.add_parser("plot", help="PNG of one or more reports (needs matplotlib)")
     plot_cmd.add_argument("reports", type=Path, nargs="+")
     plot_cmd.add_argument("--out", type=Path, required=True)
+    sbatch_cmd = commands.add_parser(
+        "sbatch", help="submit a batch script, wait for its end, exit with its exit code"
+    )
+    sbatch_cmd.add_argument("script")
+    sbatch_cmd.add_argument("--poll", type=_positive_float, default=1.0, help="seconds")
     return parser
 
 
@@ -259,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         "torchrun-args": _torchrun_args,
         "torchrun": _torchrun,
         "plot": _plot,
+        "sbatch": lambda a: batch.main(a.script, a.poll),
     }
     if args.command in commands:
         return commands[args.command](args)
