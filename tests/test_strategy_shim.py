@@ -37,7 +37,47 @@ def host(name, implicit=False, **hostvars):
     ],
 )
 def test_local_only(connection, hosts, expected):
-    assert ml.local_only(connection, hosts) is expected
+    assert ml.local_only(connection, hosts, lambda h: h.vars.get("ansible_connection")) is expected
+
+
+def test_connection_var_sees_group_vars_of_file_and_folder(tmp_path):
+    """A group of local hosts set in group_vars/ is local-only too (real inventory)."""
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.playbook.play import Play
+    from ansible.vars.manager import VariableManager
+
+    (tmp_path / "hosts.yml").write_text(
+        "all:\n"
+        "  children:\n"
+        "    workstations:\n"
+        "      hosts: {ws1: {}, ws2: {}}\n"
+        "    inline:\n"
+        "      hosts: {ws3: {}}\n"
+        "      vars: {ansible_connection: local}\n"
+        "    nodes:\n"
+        "      hosts: {node1: {}}\n"
+    )
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "workstations.yml").write_text("ansible_connection: local\n")
+    loader = DataLoader()
+    inventory = InventoryManager(loader=loader, sources=[str(tmp_path / "hosts.yml")])
+    manager = VariableManager(loader=loader, inventory=inventory)
+    play = Play.load(
+        {"hosts": "all", "gather_facts": False}, variable_manager=manager, loader=loader
+    )
+
+    def connection_of(h):
+        return ml.connection_var(manager, play, h)
+
+    assert {h.name: connection_of(h) for h in inventory.get_hosts("all")} == {
+        "ws1": "local",
+        "ws2": "local",
+        "ws3": "local",
+        "node1": None,
+    }
+    assert ml.local_only(None, inventory.get_hosts("workstations:inline"), connection_of)
+    assert not ml.local_only(None, inventory.get_hosts("all"), connection_of)
 
 
 def test_shim_is_mitogen_over_linear():

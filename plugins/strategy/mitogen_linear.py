@@ -6,7 +6,8 @@ down. Mitogen keeps one Python interpreter per host for the whole run instead
 of starting one per task: a no-change ``site.yml`` rerun takes a fraction of
 the time. Run with ``ANSIBLE_STRATEGY=linear`` to go without it.
 
-Plays that only touch the control machine (``connection: local`` or the
+Plays that only touch the control machine (``connection: local``, hosts whose
+``ansible_connection`` is ``local`` in any of their variables, or the
 implicit localhost) run under Ansible's own linear strategy: Mitogen gains
 nothing there, and its async runner leaves ``async``/``poll: 0`` jobs on the
 local connection unfinished for ever (molecule's docker create/destroy
@@ -21,21 +22,28 @@ _Linear = ansible_mitogen.loaders.strategy_loader.get("linear", class_only=True)
 _LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
-def local_only(play_connection, hosts):
+def local_only(play_connection, hosts, connection_of):
     """True when a play runs on the control machine alone.
 
     ``play_connection`` is the play's ``connection`` keyword (or None);
-    ``hosts`` are inventory Host objects (``name``, ``implicit``, ``vars``).
+    ``hosts`` are inventory Host objects (``name``, ``implicit``);
+    ``connection_of(host)`` is the host's ``ansible_connection`` from all
+    its variables (host and group vars, inventory files and group_vars/).
     """
     if play_connection == "local":
         return True
     if not hosts:
         return False
     return all(
-        getattr(h, "implicit", False)
-        or h.name in _LOCAL_NAMES
-        or h.vars.get("ansible_connection") == "local"
+        getattr(h, "implicit", False) or h.name in _LOCAL_NAMES or connection_of(h) == "local"
         for h in hosts
+    )
+
+
+def connection_var(variable_manager, play, host):
+    """The host's ``ansible_connection`` as the play would see it (unrendered)."""
+    return variable_manager.get_vars(play=play, host=host, include_hostvars=False).get(
+        "ansible_connection"
     )
 
 
@@ -44,6 +52,11 @@ class StrategyModule(ansible_mitogen.strategy.StrategyMixin, _Linear):
 
     def run(self, iterator, play_context, result=0):
         play = iterator._play
-        if local_only(play.connection, self._inventory.get_hosts(play.hosts)):
+        hosts = self._inventory.get_hosts(play.hosts)
+
+        def connection_of(host):
+            return connection_var(self._variable_manager, play, host)
+
+        if local_only(play.connection, hosts, connection_of):
             return _Linear.run(self, iterator, play_context)
         return super().run(iterator, play_context, result)
