@@ -9,9 +9,22 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import testinfra
+import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
-INVENTORY_DIR = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+INVENTORY_DIR = Path(INVENTORY).parent
+
+
+def host(name: str):
+    """testinfra host of a node of molecule's inventory."""
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+def platforms() -> list[dict]:
+    """The scenario's platforms, as molecule interpolated them (MOLECULE_FILE)."""
+    return yaml.safe_load(Path(os.environ["MOLECULE_FILE"]).read_text())["platforms"]
 
 
 def _run_playbook(

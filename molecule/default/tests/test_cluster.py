@@ -10,8 +10,8 @@ import os
 
 import pytest
 import testinfra.utils.ansible_runner
+from conftest import INVENTORY, host
 
-INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 ALL = RUNNER.get_hosts("all")
 CONTROLLER = RUNNER.get_hosts("slurm_controller")
@@ -19,10 +19,6 @@ COMPUTE = RUNNER.get_hosts("slurm_compute")
 # Set by the scenario (molecule/slurm runs on bookworm and trixie images).
 SUITE = os.environ.get("CLUSTER_SUITE", "bookworm")
 SLURM_RELEASE = {"bookworm": "22.05", "trixie": "24.11"}
-
-
-def host(name: str):
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
 
 
 def test_inventory_shape() -> None:

@@ -8,11 +8,7 @@ nothing. (Debian 13 is not in the role's table; there the role stops with
 
 from __future__ import annotations
 
-import os
-
-import testinfra
-
-INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+from conftest import host
 
 
 def test_gpu_path_in_check_mode(run_playbook) -> None:
@@ -25,8 +21,4 @@ def test_gpu_path_in_check_mode(run_playbook) -> None:
     assert "node1: 1 NVIDIA GPU(s) (FAKE" in out
     assert "repos/debian12/x86_64/" in out
     assert "Pin: version 580.95.05-*" in out
-    assert (
-        not testinfra.get_host(f"ansible://node1?ansible_inventory={INVENTORY}")
-        .file("/etc/apt/preferences.d/nvidia-driver.pref")
-        .exists
-    )
+    assert not host("node1").file("/etc/apt/preferences.d/nvidia-driver.pref").exists

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -10,35 +10,27 @@ from pathlib import Path
 import pytest
 import testinfra
 import yaml
-from conftest import INVENTORY_DIR, ROOT
+from conftest import ROOT, host, platforms
 
 NEW = "node3"
-# Same container shape as molecule.yml's platforms.
-DOCKER_RUN = [
-    "docker", "run", "-d", "--name", NEW, "--hostname", NEW, "--network", "slurm-lab",
-    "--cap-add", "SYS_ADMIN", "--cgroupns", "host",
-    "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
-    "--tmpfs", "/run", "--tmpfs", "/run/lock", "--stop-signal", "SIGRTMIN+3",
-    "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-    "-v", f"{ROOT}/.cache/shared:/shared:rw",
-    "-v", f"{ROOT}/.cache/wheelhouse:/opt/wheelhouse:ro",
-    f"cluster-base:{os.environ.get('CLUSTER_SUITE', 'bookworm')}", "/lib/systemd/systemd",
-]  # fmt: skip
-
-
-def ctl():
-    return testinfra.get_host(f"ansible://ctl?ansible_inventory={INVENTORY_DIR}")
 
 
 def node_state(name: str) -> str:
-    out = ctl().run(f"sinfo --noheader --Node --nodes={name} --format=%t")
+    out = host("ctl").run(f"sinfo --noheader --Node --nodes={name} --format=%t")
     return out.stdout.strip() if out.rc == 0 else ""
 
 
 @pytest.fixture
-def node3(tmp_path: Path):
+def node3(tmp_path: Path, run_playbook):
     subprocess.run(["docker", "rm", "-f", NEW], capture_output=True, check=False)
-    subprocess.run(DOCKER_RUN, check=True, capture_output=True)
+    # The same container as the scenario's compute nodes, made by its create play.
+    compute = next(p for p in platforms() if "slurm_compute" in p.get("groups", []))
+    made = run_playbook(
+        str(ROOT / "molecule/shared/create.yml"),
+        "-e",
+        json.dumps({"molecule_yml": {"platforms": [{**compute, "name": NEW, "hostname": NEW}]}}),
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
     extra = tmp_path / "node3.yml"
     extra.write_text(
         yaml.safe_dump(
@@ -84,13 +76,14 @@ def test_limit_adds_a_node_and_a_full_run_removes_it(run_playbook, node3: Path) 
     while node_state(NEW) != "idle" and time.monotonic() < deadline:
         time.sleep(2)
     assert node_state(NEW) == "idle"
-    assert ctl().check_output(f"timeout 60 srun --immediate=30 -w {NEW} hostname").strip() == NEW
+    ran = host("ctl").check_output(f"timeout 60 srun --immediate=30 -w {NEW} hostname")
+    assert ran.strip() == NEW
 
     removed = run_playbook("site.yml")
     assert removed.returncode == 0, removed.stdout + removed.stderr
-    assert NEW not in ctl().check_output("grep ^NodeName /etc/slurm/slurm.conf")
+    assert NEW not in host("ctl").check_output("grep ^NodeName /etc/slurm/slurm.conf")
     assert node_state(NEW) == ""
-    assert sorted(ctl().check_output("sinfo --noheader --Node --format=%N").split()) == [
+    assert sorted(host("ctl").check_output("sinfo --noheader --Node --format=%N").split()) == [
         "node1",
         "node1",
         "node2",

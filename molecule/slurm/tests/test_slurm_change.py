@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import time
 
-import testinfra
-
-INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
-
-
-def host(name: str):
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
-
+from conftest import host
 
 CTL = host("ctl")
 
