@@ -22,6 +22,17 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def version_matches(installed: str, pinned: str) -> bool:
+    """PEP 440 ``==``: a pin without '+local' accepts any local build of that version.
+
+    The pytorch role's filter (torch_version_ok) imports this function too.
+    """
+    installed, pinned = str(installed).strip(), str(pinned).strip()
+    if "+" in pinned:
+        return installed == pinned
+    return installed.partition("+")[0] == pinned
+
+
 def missing(requirements: list[str], variant: str = "") -> list[str]:
     """Why each requirement is not (surely) met; [] when all are."""
     why = []
@@ -36,11 +47,9 @@ def missing(requirements: list[str], variant: str = "") -> list[str]:
         except metadata.PackageNotFoundError:
             why.append(f"{name} is not installed")
             continue
-        if pinned:
-            same = installed == pinned if "+" in pinned else installed.partition("+")[0] == pinned
-            if not same:
-                why.append(f"{name} {installed} installed, {requirement} wanted")
-                continue
+        if pinned and not version_matches(installed, pinned):
+            why.append(f"{name} {installed} installed, {requirement} wanted")
+            continue
         if variant and _norm(name) == "torch" and installed.partition("+")[2] != variant:
             why.append(f"torch {installed} installed, variant {variant} wanted")
     return why
