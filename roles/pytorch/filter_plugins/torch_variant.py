@@ -8,24 +8,16 @@ module directly.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
+import runpy
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-
-def _load_venv_satisfies():
-    """files/venv_satisfies.py runs on the nodes; its version rule is used here too."""
-    path = Path(__file__).resolve().parents[1] / "files" / "venv_satisfies.py"
-    spec = importlib.util.spec_from_file_location("pytorch_venv_satisfies", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_venv_satisfies = _load_venv_satisfies()
+# files/venv_satisfies.py runs on the nodes; its version rule is used here too.
+_SCRIPT = Path(__file__).resolve().parents[1] / "files" / "venv_satisfies.py"
+_version_matches = runpy.run_path(str(_SCRIPT))["version_matches"]
 
 # Newest first: (wheel variant, CUDA version, oldest Linux driver for it).
 # Minimum drivers from NVIDIA's CUDA Toolkit release notes, table "CUDA
@@ -160,7 +152,7 @@ def torch_pip_args(find_links: str, index_url: str) -> list[str]:
 
 def torch_version_ok(installed: str, pinned: str) -> bool:
     """PEP 440 ``==``: a pin without '+local' accepts any local build of that version."""
-    return _venv_satisfies.version_matches(installed, pinned)
+    return _version_matches(installed, pinned)
 
 
 _REPORT_DEFAULTS: dict[str, Any] = {

@@ -5,22 +5,14 @@ Pure functions, unit-tested in tests/test_slurm_conf_filters.py.
 
 from __future__ import annotations
 
-import importlib.util
+import runpy
 from collections import Counter
 from pathlib import Path
 
-
-def _node_info_module():
-    """The role's slurm_node_info module, which names the slurm_node fact's keys."""
-    path = Path(__file__).resolve().parents[1] / "library" / "slurm_node_info.py"
-    spec = importlib.util.spec_from_file_location("slurm_common_node_info", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-# slurm.conf field -> key in the slurm_node fact (from slurmd -C): the module's map.
-LAYOUT = dict(_node_info_module().SLURMD_FIELDS)
+# slurm.conf field -> key in the slurm_node fact (from slurmd -C), as the
+# role's slurm_node_info module names them.
+_MODULE = Path(__file__).resolve().parents[1] / "library" / "slurm_node_info.py"
+LAYOUT = dict(runpy.run_path(str(_MODULE))["SLURMD_FIELDS"])
 
 # Keys whose change slurmctld/slurmd only pick up on restart (Slurm docs:
 # scontrol reconfigure does not apply them); anything else is reconfigured.
