@@ -107,14 +107,14 @@ def job_end(job_id: str, fields: dict[str, str]) -> JobEnd | None:
     )
 
 
-def submit(script: str, run: Runner = run_command) -> str:
+def submit(script: str, run: Runner) -> str:
     done = run(["sbatch", "--parsable", script])
     if done.returncode != 0:
         raise BatchError(f"sbatch {script} failed: {done.stderr.strip() or done.stdout.strip()}")
     return parse_job_id(done.stdout)
 
 
-def poll(job_id: str, run: Runner = run_command) -> JobEnd | None:
+def poll(job_id: str, run: Runner) -> JobEnd | None:
     done = run(["scontrol", "show", "job", "-o", job_id])
     if done.returncode != 0:
         # Gone from slurmctld's memory (MinJobAge, 300 s by default) or no controller.
