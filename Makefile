@@ -74,3 +74,12 @@ nfs-host: venv
 
 test-nfs: nfs-host
 	molecule test -s nfs
+
+# The project's GPU code against this machine's real NVIDIA GPUs, offline and
+# read-only: slurm_node_info, gres.conf, the cuda role's PCI detection, the
+# torch variant, and with a CUDA torch the ddp_smoke job on NCCL and a copy
+# bandwidth. Writes results/gpu-check-<UTC>.json and .txt; exits 0 where
+# there is no GPU. Installs nothing: the venv's python if there is one, else python3.
+.PHONY: gpu-check
+gpu-check:
+	$(if $(wildcard $(BIN)/python),$(BIN)/python,python3) tools/gpu_check.py $(GPU_CHECK_ARGS)
