@@ -174,6 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sbatch_cmd.add_argument("script")
     sbatch_cmd.add_argument("--poll", type=_positive_float, default=1.0, help="seconds")
+    sbatch_cmd.add_argument(
+        "--start-timeout",
+        type=float,
+        default=0,
+        help="cancel the job when still PENDING after this many seconds (0: wait)",
+    )
     return parser
 
 
@@ -266,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         "torchrun-args": _torchrun_args,
         "torchrun": _torchrun,
         "plot": _plot,
-        "sbatch": lambda a: batch.main(a.script, a.poll),
+        "sbatch": lambda a: batch.main(a.script, a.poll, a.start_timeout),
     }
     if args.command in commands:
         return commands[args.command](args)

@@ -114,29 +114,42 @@ def submit(script: str, run: Runner) -> str:
     return parse_job_id(done.stdout)
 
 
-def poll(job_id: str, run: Runner) -> JobEnd | None:
-    done = run(["scontrol", "show", "job", "-o", job_id])
-    if done.returncode != 0:
-        # Gone from slurmctld's memory (MinJobAge, 300 s by default) or no controller.
-        raise BatchError(f"scontrol show job {job_id} failed: {done.stderr.strip()}")
-    return job_end(job_id, parse_job(done.stdout))
-
-
 def submit_and_wait(
     script: str,
     poll_s: float = 1.0,
     run: Runner | None = None,
     sleep: Callable[[float], None] | None = None,
+    start_timeout_s: float = 0,
 ) -> JobEnd:
+    """Wait for the job's end; with start_timeout_s > 0, cancel it if still PENDING by then.
+
+    Pending time is counted in polls (polls x poll_s), so a job that Slurm cannot
+    start (nodes down, a partition too small) fails in seconds with Slurm's
+    reason instead of waiting out its time limit.
+    """
     run = run or run_command
     sleep = sleep or time.sleep
     job_id = submit(script, run)
     print(f"Submitted batch job {job_id}", flush=True)
+    pending_s = 0.0
     try:
         while True:
-            end = poll(job_id, run)
+            done = run(["scontrol", "show", "job", "-o", job_id])
+            if done.returncode != 0:
+                # Gone from slurmctld's memory (MinJobAge, 300 s by default) or no controller.
+                raise BatchError(f"scontrol show job {job_id} failed: {done.stderr.strip()}")
+            fields = parse_job(done.stdout)
+            end = job_end(job_id, fields)
             if end is not None:
                 return end
+            if fields.get("JobState") == "PENDING":
+                if start_timeout_s > 0 and pending_s >= start_timeout_s:
+                    raise BatchError(
+                        f"batch job {job_id} still PENDING after {pending_s:.0f} s "
+                        f"(Reason={fields.get('Reason', '?')}): cancelled; check the partition's "
+                        "nodes with sinfo and the doctor (doctor.yml)"
+                    )
+                pending_s += poll_s
             sleep(poll_s)
     except BaseException:
         run(["scancel", job_id])
@@ -147,10 +160,10 @@ def _interrupt(signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def main(script: str, poll_s: float) -> int:
+def main(script: str, poll_s: float, start_timeout_s: float = 0) -> int:
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        end = submit_and_wait(script, poll_s)
+        end = submit_and_wait(script, poll_s, start_timeout_s=start_timeout_s)
     except BatchError as exc:
         print(f"ddp_smoke sbatch: {exc}", file=sys.stderr)
         return 1

@@ -141,3 +141,18 @@ def test_command_line_reports_a_refused_submission(
     assert "ddp_smoke sbatch: sbatch s failed: sbatch: error: invalid partition" in (
         capsys.readouterr().err
     )
+
+
+def test_job_pending_past_the_start_timeout_is_cancelled_with_slurms_reason() -> None:
+    slurm = FakeSlurm([PENDING] * 10)
+    sleeps: list[float] = []
+    with pytest.raises(batch.BatchError, match=r"still PENDING after 3 s \(Reason=Resources\)"):
+        batch.submit_and_wait("s", 1.0, slurm, sleeps.append, start_timeout_s=3)
+    assert sleeps == [1.0, 1.0, 1.0]
+    assert slurm.calls[-1] == ["scancel", "7"]
+
+
+def test_pending_then_running_is_not_cut_by_the_start_timeout() -> None:
+    slurm = FakeSlurm([PENDING, RUNNING, RUNNING, RUNNING, COMPLETED])
+    end = batch.submit_and_wait("s", 1.0, slurm, lambda _s: None, start_timeout_s=1.5)
+    assert end.returncode == 0

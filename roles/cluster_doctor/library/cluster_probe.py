@@ -1,0 +1,383 @@
+#!/usr/bin/python
+"""Ansible module: read what the doctor needs from one node, in one round trip."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import pwd
+import re
+import shutil
+import socket
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible.module_utils.basic import AnsibleModule
+
+DOCUMENTATION = r"""
+module: cluster_probe
+short_description: Read-only health probe of one Slurm node for the cluster doctor
+description:
+  - C(phase=local) reads the node's own state: services, munge key (mode, owner and a
+    fingerprint, never the key), a fresh munge credential, config file hashes, versions,
+    C(slurmd -C), C(slurmd -G), GPU devices, users, name resolution, TCP ports, the shared
+    filesystem (writes one token file, as O(job_user)) and torch in the venv. On the
+    controller it also asks C(scontrol ping) and C(scontrol show node).
+  - C(phase=cross) decodes credentials made on other nodes and reads their token files.
+  - Changes nothing but the token file under O(shared_path)/.cluster-doctor; runs the same
+    in check mode. The result holds a munge credential: register it with no_log.
+options:
+  phase: {description: local or cross., type: str, choices: [local, cross], required: true}
+  controller: {description: Whether this node runs slurmctld., type: bool, default: false}
+  controller_name: {description: Host name of slurmctld (SlurmctldHost)., type: str, default: ""}
+  compute: {description: Whether this node runs slurmd., type: bool, default: false}
+  munge_key: {description: Path of the munge key., type: path, default: /etc/munge/munge.key}
+  conf_dir: {description: Slurm config folder., type: path, default: /etc/slurm}
+  shared_path: {description: Shared mount point (empty - no check)., type: str, default: ""}
+  job_user: {description: User that writes the token file., type: str, default: root}
+  run_id: {description: This doctor run (folder of the token files)., type: str, default: ""}
+  name: {description: Name of this node's token file., type: str, default: ""}
+  token: {description: Random value written to the token file., type: str, default: ""}
+  venv_python: {description: Python of the torch venv (empty - none)., type: str, default: ""}
+  decode: {description: "cross - {name: credential} to decode here.", type: dict, default: {}}
+  read_tokens: {description: "cross - {name: path} of token files.", type: dict, default: {}}
+  ports: {description: "local - {name: [host, port]} to connect to.", type: dict, default: {}}
+  connect_timeout: {description: Seconds for each TCP connect., type: float, default: 2}
+"""
+
+SERVICES = ("munge", "slurmd", "slurmctld", "slurmdbd")
+CONF_FILES = ("slurm.conf", "gres.conf", "cgroup.conf")
+NVML_GLOBS = (
+    "/usr/lib/*/slurm-wlm/gpu_nvml.so",
+    "/usr/lib/slurm/gpu_nvml.so",
+    "/usr/lib64/slurm/gpu_nvml.so",
+)
+TORCH_SNIPPET = (
+    "import json, torch; print(json.dumps({'version': torch.__version__, "
+    "'cuda': torch.version.cuda, 'device_count': torch.cuda.device_count()}))"
+)
+
+
+def run(argv: list[str], timeout: float = 10, stdin: str | None = None) -> dict:
+    """rc, stdout, stderr of a command; rc 127 when missing, 124 on timeout."""
+    if shutil.which(argv[0]) is None and not os.path.exists(argv[0]):
+        return {"rc": 127, "out": "", "err": f"{argv[0]}: not found"}
+    try:
+        proc = subprocess.run(
+            argv, input=stdin, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        return {"rc": 124, "out": out, "err": err + f"\n(timed out after {timeout} s)"}
+    return {"rc": proc.returncode, "out": proc.stdout, "err": proc.stderr}
+
+
+def services() -> dict:
+    """{unit: ActiveState/SubState or 'absent'} from one systemctl call."""
+    names = [f"{s}.service" for s in SERVICES]
+    res = run(
+        ["systemctl", "show", "--property=Id,LoadState,ActiveState,SubState", *names], timeout=10
+    )
+    out: dict[str, str] = {}
+    for block in res["out"].strip().split("\n\n"):
+        props = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        name = props.get("Id", "").removesuffix(".service")
+        if not name:
+            continue
+        if props.get("LoadState") == "not-found":
+            out[name] = "absent"
+        else:
+            out[name] = f"{props.get('ActiveState', '?')}/{props.get('SubState', '?')}"
+    return out
+
+
+def key_info(path: str) -> dict:
+    """Mode, owner and a fingerprint (first 16 hex of SHA-256) of the munge key."""
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as handle:
+            digest = hashlib.sha256(handle.read()).hexdigest()[:16]
+    except OSError as exc:
+        return {"exists": False, "error": exc.strerror}
+    return {
+        "exists": True,
+        "mode": f"{st.st_mode & 0o7777:04o}",
+        "owner": _name(pwd.getpwuid, st.st_uid),
+        "group": _group(st.st_gid),
+        "fingerprint": digest,
+    }
+
+
+def _name(getter, ident: int) -> str:
+    try:
+        return getter(ident).pw_name
+    except KeyError:
+        return str(ident)
+
+
+def _group(gid: int) -> str:
+    import grp
+
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def file_hashes(conf_dir: str) -> dict:
+    out: dict[str, str | None] = {}
+    for name in CONF_FILES:
+        try:
+            with open(os.path.join(conf_dir, name), "rb") as handle:
+                out[name] = hashlib.sha256(handle.read()).hexdigest()
+        except OSError:
+            out[name] = None
+    return out
+
+
+def ids() -> dict:
+    """{user: [uid, gid]} of the slurm and munge accounts."""
+    out: dict[str, list[int] | None] = {}
+    for user in ("slurm", "munge"):
+        try:
+            entry = pwd.getpwnam(user)
+            out[user] = [entry.pw_uid, entry.pw_gid]
+        except KeyError:
+            out[user] = None
+    return out
+
+
+def resolve(name: str) -> list[str]:
+    """Addresses `name` resolves to here (as the node's own resolver answers)."""
+    if not name:
+        return []
+    try:
+        infos = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
+    except socket.gaierror as exc:
+        return [f"error: {exc.strerror}"]
+    return sorted({info[4][0] for info in infos})
+
+
+def connect(host: str, port: int, timeout: float) -> dict:
+    start = time.monotonic()
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+        return {"ok": False, "error": reason, "target": f"{host}:{port}"}
+    return {
+        "ok": True,
+        "ms": round((time.monotonic() - start) * 1000, 1),
+        "target": f"{host}:{port}",
+    }
+
+
+def gres_files(conf_dir: str) -> list[str]:
+    """Device files named by File= in gres.conf (ranges like nvidia[0-3] expanded)."""
+    try:
+        with open(os.path.join(conf_dir, "gres.conf")) as handle:
+            text = handle.read()
+    except OSError:
+        return []
+    files = []
+    for spec in re.findall(r"File=(\S+)", text):
+        m = re.fullmatch(r"(.*)\[(\d+)-(\d+)\]", spec)
+        if m:
+            files += [f"{m.group(1)}{i}" for i in range(int(m.group(2)), int(m.group(3)) + 1)]
+        else:
+            files.append(spec)
+    return files
+
+
+def hardware(conf_dir: str) -> dict:
+    """slurmd -C, slurmd -G (only when every gres.conf device exists), GPUs present."""
+    missing = [f for f in gres_files(conf_dir) if not os.path.exists(f)]
+    smi = shutil.which("nvidia-smi")
+    return {
+        "slurmd_c": run(["slurmd", "-C"]),
+        # slurmd -G waits for ever on a missing device ("Waiting for gres.conf file").
+        "slurmd_g": run(["slurmd", "-G"], timeout=8)
+        if not missing
+        else {"rc": 1, "out": "", "err": "not run: gres.conf devices missing"},
+        "gres_missing": missing,
+        "devices": sorted(glob.glob("/dev/nvidia[0-9]*")),
+        "nvidia_smi": run(
+            [smi, "--query-gpu=index,name,uuid,memory.total", "--format=csv,noheader"]
+        )
+        if smi
+        else None,
+        "nvml_plugin": any(glob.glob(p) for p in NVML_GLOBS),
+    }
+
+
+def shared(path: str, job_user: str, run_id: str, token: str, host: str, is_ctl: bool) -> dict:
+    """Filesystem of `path` and a token file written as `job_user`."""
+    if not path:
+        return {}
+    res = run(["findmnt", "--noheadings", "--output=SOURCE,FSTYPE", "--target", path])
+    out = {"path": path, "mount": res["out"].strip(), "exists": os.path.isdir(path)}
+    try:
+        out["dev"] = os.stat(path).st_dev
+    except OSError:
+        out["dev"] = None
+    base = os.path.join(path, ".cluster-doctor")
+    folder = os.path.join(base, run_id)
+    target = os.path.join(folder, host)
+    if is_ctl and os.path.isdir(base):
+        # Earlier runs' folders: one small folder stays behind per run.
+        for old in glob.glob(os.path.join(base, "*")):
+            if os.path.basename(old) != run_id:
+                shutil.rmtree(old, ignore_errors=True)
+    script = f"umask 000; mkdir -p '{folder}' && umask 022 && printf %s '{token}' > '{target}'"
+    argv = ["sh", "-c", script]
+    if job_user and job_user != "root" and os.geteuid() == 0:
+        argv = ["runuser", "-u", job_user, "--", *argv]
+    res = run(argv)
+    out["write"] = {"ok": res["rc"] == 0, "error": res["err"].strip(), "file": target}
+    return out
+
+
+def torch_info(python: str) -> dict | None:
+    if not python:
+        return None
+    if not os.path.exists(python):
+        return {"ok": False, "error": f"{python} does not exist"}
+    res = run([python, "-c", TORCH_SNIPPET], timeout=60)
+    if res["rc"] != 0:
+        lines = (res["err"] or res["out"]).strip().splitlines()
+        return {"ok": False, "error": lines[-1] if lines else f"exit {res['rc']}"}
+    import json
+
+    info = json.loads(res["out"].strip().splitlines()[-1])
+    info["ok"] = True
+    return info
+
+
+def local(p: dict) -> dict:
+    host = socket.gethostname().split(".")[0]
+    now = time.time()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        jobs = {
+            "services": pool.submit(services),
+            "credential": pool.submit(run, ["munge", "--no-input"]),
+            "versions": pool.submit(
+                lambda: {
+                    "slurm": run(["sinfo", "--version"])["out"].strip(),
+                    "munge": run(["munge", "--version"])["out"].strip(),
+                }
+            ),
+            "ports": pool.submit(
+                lambda: {
+                    name: connect(target[0], target[1], p["connect_timeout"])
+                    for name, target in p["ports"].items()
+                }
+            ),
+            "torch": pool.submit(torch_info, p["venv_python"]),
+            "shared": pool.submit(
+                shared,
+                p["shared_path"],
+                p["job_user"],
+                p["run_id"],
+                p["token"],
+                p["name"] or host,
+                p["controller"],
+            ),
+        }
+        if p["compute"]:
+            jobs["hardware"] = pool.submit(hardware, p["conf_dir"])
+        if p["controller"]:
+            jobs["ping"] = pool.submit(run, ["scontrol", "ping"])
+            jobs["nodes"] = pool.submit(run, ["scontrol", "--oneliner", "show", "node"])
+        result = {name: job.result() for name, job in jobs.items()}
+    cred = result.pop("credential")
+    result.update(
+        host=host,
+        time=now,
+        key=key_info(p["munge_key"]),
+        files=file_hashes(p["conf_dir"]),
+        ids=ids(),
+        self_addrs=resolve(host),
+        controller_addrs=resolve(p["controller_name"]),
+        credential=cred["out"].strip() if cred["rc"] == 0 else "",
+        credential_error=cred["err"].strip() if cred["rc"] != 0 else "",
+    )
+    return result
+
+
+def parse_unmunge(text: str) -> dict:
+    """unmunge's metadata: STATUS text and code, ENCODE/DECODE_TIME as epoch seconds."""
+    fields = dict(
+        (k.strip(), v.strip())
+        for k, v in (ln.split(":", 1) for ln in text.splitlines() if ":" in ln)
+    )
+    out: dict = {}
+    m = re.match(r"(.*?)\s*\((\d+)\)$", fields.get("STATUS", ""))
+    if m:
+        out["status"], out["code"] = m.group(1), int(m.group(2))
+    for key in ("ENCODE_TIME", "DECODE_TIME"):
+        t = re.search(r"\((\d+)\)$", fields.get(key, ""))
+        if t:
+            out[key.lower()] = int(t.group(1))
+    if "ENCODE_HOST" in fields:
+        out["encode_host"] = fields["ENCODE_HOST"]
+    return out
+
+
+def decode(cred: str) -> dict:
+    if not cred:
+        return {"status": "no credential", "code": -1}
+    res = run(["unmunge"], stdin=cred)
+    out = parse_unmunge(res["out"])
+    if "status" not in out:
+        out.update(status=(res["err"] or res["out"]).strip() or f"exit {res['rc']}", code=-1)
+    if res["rc"] != 0 and res["err"].strip():
+        out["error"] = res["err"].strip()
+    return out
+
+
+def cross(p: dict) -> dict:
+    tokens = {}
+    for name, path in p["read_tokens"].items():
+        try:
+            with open(path) as handle:
+                tokens[name] = {"ok": True, "value": handle.read().strip()}
+        except OSError as exc:
+            tokens[name] = {"ok": False, "error": exc.strerror}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        decoded = dict(zip(p["decode"], pool.map(decode, p["decode"].values()), strict=True))
+    return {"decoded": decoded, "tokens": tokens, "time": time.time()}
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "phase": {"type": "str", "choices": ["local", "cross"], "required": True},
+            "controller": {"type": "bool", "default": False},
+            "controller_name": {"type": "str", "default": ""},
+            "compute": {"type": "bool", "default": False},
+            "munge_key": {"type": "path", "default": "/etc/munge/munge.key"},
+            "conf_dir": {"type": "path", "default": "/etc/slurm"},
+            "shared_path": {"type": "str", "default": ""},
+            "job_user": {"type": "str", "default": "root"},
+            "run_id": {"type": "str", "default": ""},
+            "name": {"type": "str", "default": ""},
+            "token": {"type": "str", "default": "", "no_log": False},
+            "venv_python": {"type": "str", "default": ""},
+            "decode": {"type": "dict", "default": {}},
+            "read_tokens": {"type": "dict", "default": {}},
+            "ports": {"type": "dict", "default": {}},
+            "connect_timeout": {"type": "float", "default": 2.0},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    probe = local(p) if p["phase"] == "local" else cross(p)
+    module.exit_json(changed=False, probe=probe)
+
+
+if __name__ == "__main__":
+    main()
