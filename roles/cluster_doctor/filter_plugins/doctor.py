@@ -11,14 +11,8 @@ component, not its consequences.
 from __future__ import annotations
 
 import re
-import runpy
 from collections import Counter
 from collections.abc import Callable, Iterable
-from pathlib import Path
-
-# slurmd -C parsing is the slurm_common role's (its slurm_node_info module).
-_NODE_INFO = Path(__file__).resolve().parents[2] / "slurm_common" / "library" / "slurm_node_info.py"
-parse_slurmd_c = runpy.run_path(str(_NODE_INFO))["parse_slurmd_c"]
 
 CHECKS = (
     "net.hostname",
@@ -53,11 +47,13 @@ LOCAL_CAUSES = {
         "hw.match",
     ),
     "net.ports": ("slurm.daemon", "net.hostname"),
-    "hw.match": ("config.files",),
 }
+# Checks whose FAIL on any node explains a FAIL of the key check on every node
+# (slurm.conf holds every node's line: a node whose hardware changed changes it).
+ANY_HOST_CAUSES = {"config.files": ("hw.match",)}
 # Checks whose FAIL on the controller explains a FAIL of the key check on any node.
 CONTROLLER_CAUSES = {
-    "munge.cross": ("munge.service", "munge.key", "clock"),
+    "munge.cross": ("munge.service", "clock", "munge.cross"),
     "clock": ("munge.service",),
     "slurm.node": ("munge.service", "munge.cross", "slurm.daemon", "config.files", "net.ports"),
     "net.ports": ("slurm.daemon", "net.ports"),
@@ -288,6 +284,10 @@ class _Doctor:
             theirs = self.cross.get(self.ctl, {}).get("decoded", {}).get(h, {})
             ours = self.cross.get(h, {}).get("decoded", {}).get(self.ctl, {})
             problems = []
+            if prints.get(h) != prints.get(self.ctl) and prints.get(h):
+                problems.append(
+                    f"key differs (fingerprint {prints[h]}, {self.ctl} has {prints.get(self.ctl)})"
+                )
             if theirs.get("status") != "Success":
                 why = self.local[h].get("credential_error") or theirs.get("status", "not decoded")
                 problems.append(f"credential from {h} rejected by {self.ctl}: {why}")
@@ -295,10 +295,6 @@ class _Doctor:
                 problems.append(
                     f"credential from {self.ctl} rejected by {h}: "
                     + ours.get("status", "not decoded")
-                )
-            if prints.get(h) != prints.get(self.ctl) and prints.get(h):
-                problems.append(
-                    f"key differs (fingerprint {prints[h]}, {self.ctl} has {prints.get(self.ctl)})"
                 )
             if problems:
                 self.add(
@@ -467,10 +463,7 @@ class _Doctor:
             hw = self.local[h].get("hardware", {})
             name = self.local[h].get("host", h)
             conf = self.slurm_nodes.get(name)
-            try:
-                have = parse_slurmd_c(hw.get("slurmd_c", {}).get("out", ""))
-            except ValueError:
-                have = {}
+            have = self.ctx.get("hardware", {}).get(h) or {}
             smi = hw.get("nvidia_smi")
             devices = ", ".join(hw.get("devices", [])) or "no /dev/nvidia*"
             gpus = (
@@ -691,12 +684,33 @@ class _Doctor:
                     r["caused_by"] = f"{r['host']} {dep}"
                     break
             else:
-                if r["host"] == self.ctl:
+                for dep in ANY_HOST_CAUSES.get(r["check"], ()):
+                    culprit = next((h for h, c in failed if c == dep), None)
+                    if culprit is not None:
+                        r["caused_by"] = f"{culprit} {dep}"
+                        break
+                if "caused_by" in r or r["host"] == self.ctl:
                     continue
                 for dep in CONTROLLER_CAUSES.get(r["check"], ()):
                     if (self.ctl, dep) in failed and self._ctl_explains(dep, r["check"]):
                         r["caused_by"] = f"{self.ctl} {dep}"
                         break
+
+        self._break_cycles()
+
+    def _break_cycles(self) -> None:
+        """A chain of caused_by that comes back to itself has no cause: its first FAIL is one."""
+        index = {f"{r['host']} {r['check']}": r for r in self.results}
+        for r in self.results:
+            seen = set()
+            cur = r
+            while "caused_by" in cur:
+                key = f"{cur['host']} {cur['check']}"
+                if key in seen:
+                    del cur["caused_by"]
+                    break
+                seen.add(key)
+                cur = index[cur["caused_by"]]
 
     def _ctl_explains(self, dep: str, check: str) -> bool:
         """A controller failure of the same check explains a node's only when all nodes fail it."""

@@ -22,7 +22,7 @@ short_description: Read-only health probe of one Slurm node for the cluster doct
 description:
   - C(phase=local) reads the node's own state: services, munge key (mode, owner and a
     fingerprint, never the key), a fresh munge credential, config file hashes, versions,
-    C(slurmd -C), C(slurmd -G), GPU devices, users, name resolution, TCP ports, the shared
+    C(slurmd -G), GPU devices, users, name resolution, TCP ports, the shared
     filesystem (writes one token file, as O(job_user)) and torch in the venv. On the
     controller it also asks C(scontrol ping) and C(scontrol show node).
   - C(phase=cross) decodes credentials made on other nodes and reads their token files.
@@ -194,11 +194,13 @@ def gres_files(conf_dir: str) -> list[str]:
 
 
 def hardware(conf_dir: str) -> dict:
-    """slurmd -C, slurmd -G (only when every gres.conf device exists), GPUs present."""
+    """slurmd -G (only when every gres.conf device exists) and the GPUs present.
+
+    slurmd -C is read by the slurm_common role's slurm_node_info module (fact slurm_node).
+    """
     missing = [f for f in gres_files(conf_dir) if not os.path.exists(f)]
     smi = shutil.which("nvidia-smi")
     return {
-        "slurmd_c": run(["slurmd", "-C"]),
         # slurmd -G waits for ever on a missing device ("Waiting for gres.conf file").
         "slurmd_g": run(["slurmd", "-G"], timeout=8)
         if not missing
@@ -219,7 +221,13 @@ def shared(path: str, job_user: str, run_id: str, token: str, host: str, is_ctl:
     if not path:
         return {}
     res = run(["findmnt", "--noheadings", "--output=SOURCE,FSTYPE", "--target", path])
-    out = {"path": path, "mount": res["out"].strip(), "exists": os.path.isdir(path)}
+    # Stacked mounts list bottom first: the last line is what the path shows.
+    mounts = res["out"].strip().splitlines()
+    out = {
+        "path": path,
+        "mount": " ".join(mounts[-1].split()) if mounts else "",
+        "exists": os.path.isdir(path),
+    }
     try:
         out["dev"] = os.stat(path).st_dev
     except OSError:

@@ -1,0 +1,264 @@
+"""The doctor on a real cluster: no false alarm when healthy; each fault named, repaired, proven.
+
+Each fault is injected on one node, then doctor.yml must FAIL naming that node and the
+broken component (and no other node), then site.yml runs: it repairs what Ansible can
+(and then the doctor PASSes), or it stops naming the same cause, and the fault is undone
+by hand as an admin would (hardware, a mount of an existing filesystem, a daemon's clock).
+Timings go to results/fault-suite-<suite>.json (benchmarks, not assertions).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+
+import pytest
+from conftest import ROOT, host
+
+SUITE = os.environ.get("CLUSTER_SUITE", "bookworm")
+REPORT = ROOT / "results" / "doctor-latest.json"
+TIMINGS: dict[str, dict] = {}
+FAKETIME_DROPIN = "/etc/systemd/system/munge.service.d/faketime.conf"
+
+
+def doctor(run_playbook, *extra: str) -> tuple[int, dict, float, str]:
+    REPORT.unlink(missing_ok=True)
+    start = time.monotonic()
+    done = run_playbook("doctor.yml", *extra)
+    wall = time.monotonic() - start
+    assert REPORT.exists(), done.stdout[-3000:] + done.stderr[-2000:]
+    return done.returncode, json.loads(REPORT.read_text()), wall, done.stdout
+
+
+def causes(report: dict) -> list[tuple[str, str]]:
+    return [(c["host"], c["check"]) for c in report["causes"]]
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(1)
+
+
+def node_state(name: str) -> str:
+    return (
+        host("ctl")
+        .check_output(f"sinfo --noheader --Node --nodes={name} --format=%t | sort -u")
+        .strip()
+    )
+
+
+@dataclass
+class Fault:
+    name: str
+    node: str
+    check: str
+    evidence: str  # regex the cause's evidence must match
+    inject: str  # shell on the node
+    heal: str = ""  # shell on the node, when site.yml cannot repair it
+    site_fails: str = ""  # regex site.yml's output must match when it cannot repair
+    wait_down: bool = False  # wait until slurmctld marks the node not responding
+    suites: tuple[str, ...] = ("bookworm",)
+    also: list[tuple[str, str]] = field(default_factory=list)
+
+
+FAULTS = [
+    Fault(
+        "munge key differs",
+        "node2",
+        "munge.cross",
+        r"key differs \(fingerprint \w{16}, ctl has \w{16}\)",
+        "dd if=/dev/urandom bs=1024 count=1 of=/etc/munge/munge.key 2>/dev/null"
+        " && chown munge:munge /etc/munge/munge.key && chmod 0400 /etc/munge/munge.key"
+        " && systemctl restart munge",
+        wait_down=True,
+        suites=("bookworm", "trixie"),
+    ),
+    Fault(
+        "munge key mode 0644",
+        "node1",
+        "munge.key",
+        r"mode 0644 \(want 0400\)",
+        "chmod 0644 /etc/munge/munge.key",
+    ),
+    Fault(
+        "munged stopped",
+        "node1",
+        "munge.service",
+        r"munge.service is inactive",
+        "systemctl stop munge",
+    ),
+    Fault(
+        "slurmd stopped",
+        "node2",
+        "slurm.daemon",
+        r"slurmd.service is inactive",
+        "systemctl stop slurmd",
+        suites=("bookworm", "trixie"),
+    ),
+    Fault(
+        "slurm.conf edited by hand",
+        "node1",
+        "config.files",
+        r"slurm.conf sha256 \w{12}… differs from what site.yml writes",
+        "sed -i 's/MaxTime=30:00/MaxTime=45:00/' /etc/slurm/slurm.conf",
+    ),
+    Fault(
+        "GPU device missing",
+        "node2",
+        "hw.match",
+        r"gres.conf names /dev/nvidia0, which does not exist",
+        "rm /dev/nvidia0",
+        heal="systemctl restart fake-gpu",
+        site_fails=r"node2: slurm_compute_gpus=1 but the node has 0 GPU",
+    ),
+    Fault(
+        "/shared replaced by a local directory",
+        "node2",
+        "shared.fs",
+        r"ctl does not see the file node2 wrote.*/shared on node2 is 'tmpfs tmpfs'",
+        "mount -t tmpfs tmpfs /shared",
+        heal="umount /shared",
+        site_fails=r"node2 does not see the file .* /shared is not the same filesystem",
+    ),
+    Fault(
+        "munged clock beyond the TTL",
+        "node2",
+        "clock",
+        r"offset to ctl \+(39\d|40\d) s .*munged clock",
+        f"mkdir -p {os.path.dirname(FAKETIME_DROPIN)} && printf '[Service]\\nEnvironment="
+        "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 FAKETIME=+400\\n'"
+        f" > {FAKETIME_DROPIN} && systemctl daemon-reload && systemctl restart munge",
+        heal=f"rm -r {os.path.dirname(FAKETIME_DROPIN)} && systemctl daemon-reload"
+        " && systemctl restart munge",
+        site_fails=r"Doctor FAIL: node2 clock: offset to ctl",
+    ),
+    Fault(
+        "port 6818 blocked",
+        "node2",
+        "net.ports",
+        r"ctl → node2:6818 \(slurmd\) timed out",
+        "iptables -I INPUT -p tcp --dport 6818 -j DROP",
+    ),
+    Fault(
+        "hostname mapped to 127.0.1.1",
+        "node2",
+        "net.hostname",
+        r"node2 resolves on node2 to 127\.0\.1\.1",
+        "cp /etc/hosts /tmp/hosts && (echo '127.0.1.1 node2.slurm-lab node2'; cat /tmp/hosts)"
+        " > /etc/hosts",
+    ),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fault_tools():
+    """iptables and libfaketime on node2 (the fault injectors; not part of the roles)."""
+    node2 = host("node2")
+    node2.check_output(
+        "command -v iptables faketime >/dev/null || (apt-get update -qq"
+        " && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends"
+        " iptables faketime >/dev/null)"
+    )
+    yield
+    out = ROOT / "results" / f"fault-suite-{SUITE}.json"
+    out.write_text(json.dumps(TIMINGS, indent=2) + "\n")
+    print(json.dumps(TIMINGS, indent=2))
+
+
+def test_healthy_cluster_has_no_false_alarm_in_ten_runs(run_playbook) -> None:
+    runs = 10 if SUITE == "bookworm" else 2
+    walls = []
+    for i in range(runs):
+        rc, report, wall, out = doctor(run_playbook)
+        walls.append(round(wall, 1))
+        assert (rc, report["verdict"], report["causes"]) == (0, "PASS", []), (i, out[-3000:])
+        assert report["counts"].get("FAIL", 0) == 0
+        assert report["counts"].get("WARN", 0) == 0, [
+            r for r in report["results"] if r["status"] == "WARN"
+        ]
+    # Every node has a verdict for every check (SKIP where it does not apply).
+    assert {(r["host"], r["check"]) for r in report["results"]} == {
+        (h, c) for h in ("ctl", "node1", "node2") for c in report["checks"]
+    }
+    TIMINGS["healthy"] = {"runs": runs, "wall_s": walls}
+
+
+def test_doctor_works_under_check_mode(run_playbook) -> None:
+    rc, report, _, _ = doctor(run_playbook, "--check")
+    assert (rc, report["verdict"]) == (0, "PASS")
+
+
+def test_doctor_prints_the_table_and_no_secret_at_vvv(run_playbook) -> None:
+    key = host("ctl").check_output("base64 -w0 /etc/munge/munge.key")
+    rc, _, _, out = doctor(run_playbook, "-vvv")
+    assert rc == 0
+    assert re.search(r"node2 +PASS +PASS", out)
+    assert key[:40] not in out
+    assert "MUNGE:" not in out  # no credential either
+
+
+@pytest.mark.parametrize("fault", [f for f in FAULTS if SUITE in f.suites], ids=lambda f: f.name)
+def test_fault_is_named_repaired_and_proven(run_playbook, fault: Fault) -> None:
+    node = host(fault.node)
+    heal = fault.heal
+    injected = time.monotonic()
+    node.check_output(fault.inject)
+    try:
+        if fault.wait_down:
+            wait_for(lambda: node_state(fault.node).endswith("*"), 120, f"{fault.node} down*")
+        rc, report, wall, out = doctor(run_playbook)
+        named = time.monotonic() - injected
+        assert rc != 0, out[-3000:]
+        assert (fault.node, fault.check) in causes(report), causes(report)
+        # No other node is blamed: every cause is on the broken node.
+        assert {h for h, _ in causes(report)} == {fault.node}, report["causes"]
+        cause = next(c for c in report["causes"] if c["check"] == fault.check)
+        assert re.search(fault.evidence, cause["evidence"]), cause["evidence"]
+        assert cause["fix"]
+        assert f"Doctor FAIL: {fault.node} {fault.check}:" in out
+        timing = {"doctor_s": round(wall, 1), "named_after_s": round(named, 1)}
+        if fault.wait_down:
+            node_rows = [r for r in report["results"] if r["check"] == "slurm.node"]
+            down = next(r for r in node_rows if r["host"] == fault.node)
+            assert "Not responding" in down["evidence"] and "caused_by" in down, down
+
+        start = time.monotonic()
+        site = run_playbook("site.yml")
+        timing["site_s"] = round(time.monotonic() - start, 1)
+        if fault.site_fails:
+            assert site.returncode != 0
+            assert re.search(fault.site_fails, site.stdout), site.stdout[-3000:]
+            node.check_output(heal)
+            heal = ""
+        else:
+            assert site.returncode == 0, site.stdout[-4000:]
+        rc, report, wall, out = doctor(run_playbook)
+        assert (rc, report["causes"]) == (0, []), out[-3000:]
+        assert node_state(fault.node) in ("idle", "mix")
+        timing["doctor_after_s"] = round(wall, 1)
+        TIMINGS[fault.name] = timing
+    finally:
+        if heal:
+            node.run(heal)
+
+
+def test_smoke_fails_fast_naming_a_stopped_slurmd(run_playbook) -> None:
+    node2 = host("node2")
+    node2.check_output("systemctl stop slurmd")
+    try:
+        start = time.monotonic()
+        done = run_playbook("smoke_train.yml")
+        wall = time.monotonic() - start
+        assert done.returncode != 0
+        assert "Doctor FAIL: node2 slurm.daemon: slurmd.service is inactive" in done.stdout
+        assert "DDP smoke job through Slurm" not in done.stdout  # stopped before any launch
+        TIMINGS["smoke with slurmd stopped"] = {"fail_s": round(wall, 1)}
+    finally:
+        node2.check_output("systemctl start slurmd")
+    wait_for(lambda: node_state("node2") == "idle", 60, "node2 idle")

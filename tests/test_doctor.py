@@ -1,0 +1,375 @@
+"""The doctor's judgement (roles/cluster_doctor/filter_plugins/doctor.py) on probe results.
+
+The fixture is what cluster_probe read on the healthy demo cluster (credentials
+redacted); each test breaks one thing the way the fault would show in a probe and
+asserts the named cause, the node, and that no healthy node is blamed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "roles/cluster_doctor/filter_plugins"))
+sys.path.insert(0, str(ROOT / "roles/cluster_doctor/library"))
+import cluster_probe as probe  # noqa: E402
+import doctor as d  # noqa: E402
+
+FIXTURE = json.loads((ROOT / "tests/fixtures/doctor/healthy.json").read_text())
+HOSTS = ["ctl", "node1", "node2"]
+
+
+def ctx(**over) -> dict:
+    tokens = {h: v["value"] for h, v in FIXTURE["probes"]["ctl"]["cross"]["tokens"].items()}
+    tokens["ctl"] = tokens["node1"].rsplit("-", 1)[0] + "-ctl"
+    base = {
+        "controller": "ctl",
+        "computes": ["node1", "node2"],
+        "hosts": HOSTS,
+        "expected": FIXTURE["expected"],
+        "hardware": FIXTURE["hardware"],
+        "gpus": {"node1": 1, "node2": 1},
+        "torch_gpus": {"node1": 0, "node2": 0},
+        "tokens": tokens,
+        "clock_warn_s": 5,
+        "clock_fail_s": 240,
+    }
+    base.update(over)
+    return base
+
+
+@pytest.fixture
+def probes() -> dict:
+    return copy.deepcopy(FIXTURE["probes"])
+
+
+def report(probes: dict, **over) -> dict:
+    return d.doctor_report(probes, ctx(**over))
+
+
+def causes(rep: dict) -> list[tuple[str, str]]:
+    return [(c["host"], c["check"]) for c in rep["causes"]]
+
+
+def result(rep: dict, host: str, check: str) -> dict:
+    return next(r for r in rep["results"] if r["host"] == host and r["check"] == check)
+
+
+def root_cause(rep: dict, host: str, check: str) -> str:
+    """The end of the caused_by chain of one result."""
+    r = result(rep, host, check)
+    while "caused_by" in r:
+        r = result(rep, *r["caused_by"].split(" ", 1))
+    return f"{r['host']} {r['check']}"
+
+
+def set_node(probes: dict, name: str, field: str, value: str) -> None:
+    nodes = probes["ctl"]["local"]["nodes"]
+    lines = []
+    for line in nodes["out"].splitlines():
+        if line.startswith(f"NodeName={name} "):
+            line = re.sub(rf"(?<=\s){field}=\S+", f"{field}={value}", line)
+        lines.append(line)
+    nodes["out"] = "\n".join(lines)
+
+
+def test_healthy_cluster_passes_every_check_on_every_node(probes: dict) -> None:
+    rep = report(probes)
+    assert rep["verdict"] == "PASS"
+    assert rep["causes"] == []
+    assert set(rep["counts"]) <= {"PASS", "SKIP"}
+    assert {(r["host"], r["check"]) for r in rep["results"]} == {
+        (h, c) for h in HOSTS for c in d.CHECKS
+    }
+    assert result(rep, "node2", "slurm.node")["evidence"] == "State=IDLE"
+    assert result(rep, "node1", "torch.venv")["evidence"] == "torch 2.13.0+cpu, 0 CUDA devices"
+
+
+def test_foreign_key_on_one_node_names_that_node_and_the_key(probes: dict) -> None:
+    probes["node2"]["local"]["key"]["fingerprint"] = "0123456789abcdef"
+    probes["ctl"]["cross"]["decoded"]["node2"] = {"status": "unmunge: Error: Invalid credential"}
+    probes["node2"]["cross"]["decoded"]["ctl"] = {"status": "unmunge: Error: Invalid credential"}
+    set_node(probes, "node2", "State", "DOWN*")
+    rep = report(probes)
+    assert causes(rep) == [("node2", "munge.cross")]
+    cause = rep["causes"][0]
+    assert cause["evidence"].startswith("key differs (fingerprint 0123456789abcdef, ctl has ")
+    assert "credential from node2 rejected by ctl" in cause["evidence"]
+    assert result(rep, "node2", "slurm.node")["caused_by"] == "node2 munge.cross"
+    assert result(rep, "node1", "munge.cross")["status"] == "PASS"
+
+
+def test_key_fingerprints_never_show_key_material(probes: dict) -> None:
+    rep = report(probes)
+    text = json.dumps(rep)
+    fingerprint = probes["ctl"]["local"]["key"]["fingerprint"]
+    assert re.fullmatch(r"[0-9a-f]{16}", fingerprint)
+    assert "MUNGE:" not in text
+
+
+def test_controller_key_that_differs_from_all_nodes_is_the_controllers_fault(
+    probes: dict,
+) -> None:
+    probes["ctl"]["local"]["key"]["fingerprint"] = "ffffffffffffffff"
+    for node in ("node1", "node2"):
+        probes["ctl"]["cross"]["decoded"][node] = {"status": "Invalid credential"}
+        probes[node]["cross"]["decoded"]["ctl"] = {"status": "Invalid credential"}
+    rep = report(probes)
+    assert causes(rep) == [("ctl", "munge.cross")]
+    assert result(rep, "node1", "munge.cross")["caused_by"] == "ctl munge.cross"
+
+
+def test_munged_stopped_on_the_controller_explains_every_nodes_failures(probes: dict) -> None:
+    probes["ctl"]["local"]["services"]["munge"] = "inactive/dead"
+    for node in ("node1", "node2"):
+        probes["ctl"]["cross"]["decoded"][node] = {"status": "Failed to access socket"}
+        probes[node]["cross"]["decoded"]["ctl"] = {"status": "no credential", "code": -1}
+    rep = report(probes)
+    assert causes(rep) == [("ctl", "munge.service")]
+    for node in ("node1", "node2"):
+        assert result(rep, node, "munge.cross")["caused_by"] == "ctl munge.service"
+
+
+def test_key_mode_and_owner(probes: dict) -> None:
+    probes["node1"]["local"]["key"].update(mode="0644", owner="root")
+    rep = report(probes)
+    assert causes(rep) == [("node1", "munge.key")]
+    assert rep["causes"][0]["evidence"] == (
+        "munge.key mode 0644 (want 0400), owner root:munge (want munge:munge)"
+    )
+
+
+def test_clock_offset_warns_then_fails_near_the_ttl(probes: dict) -> None:
+    decoded = probes["ctl"]["cross"]["decoded"]["node1"]  # munged follows the system clock
+    probes["node1"]["local"]["time"] += 12
+    decoded["encode_time"] += 12
+    rep = report(probes)
+    assert result(rep, "node1", "clock")["status"] == "WARN"
+    assert rep["verdict"] == "WARN"
+    probes["node1"]["local"]["time"] += 300
+    decoded.update(encode_time=decoded["encode_time"] + 300, status="Rewound credential")
+    rep = report(probes)
+    assert causes(rep) == [("node1", "clock")]
+    assert result(rep, "node1", "clock")["evidence"].startswith("offset to ctl +312 s")
+
+
+def test_a_munged_with_a_shifted_clock_is_found_through_its_credential(probes: dict) -> None:
+    decoded = probes["ctl"]["cross"]["decoded"]["node2"]
+    decoded.update(status="Rewound credential", code=16)
+    decoded["encode_time"] += 400
+    probes["node2"]["cross"]["decoded"]["ctl"] = {"status": "Expired credential", "code": 15}
+    rep = report(probes)
+    assert causes(rep) == [("node2", "clock")]
+    assert re.search(r"munged clock \+(399|400) s", rep["causes"][0]["evidence"])
+    assert result(rep, "node2", "munge.cross")["caused_by"] == "node2 clock"
+
+
+def test_stopped_slurmd_is_the_cause_of_the_closed_port_and_the_down_node(
+    probes: dict,
+) -> None:
+    probes["node2"]["local"]["services"]["slurmd"] = "inactive/dead"
+    probes["ctl"]["local"]["ports"]["slurmd@node2"].update(ok=False, error="Connection refused")
+    set_node(probes, "node2", "State", "DOWN*")
+    rep = report(probes)
+    assert causes(rep) == [("node2", "slurm.daemon")]
+    assert result(rep, "node2", "net.ports")["caused_by"] == "node2 slurm.daemon"
+    assert result(rep, "node2", "slurm.node")["caused_by"] == "node2 slurm.daemon"
+    assert result(rep, "node1", "slurm.node")["status"] == "PASS"
+
+
+def test_slurmctld_down_is_the_controllers_fault_not_the_nodes(probes: dict) -> None:
+    probes["ctl"]["local"]["services"]["slurmctld"] = "inactive/dead"
+    probes["ctl"]["local"]["nodes"] = {
+        "rc": 1,
+        "out": "",
+        "err": "Unable to contact slurm controller",
+    }
+    probes["ctl"]["local"]["ping"] = {
+        "rc": 1,
+        "out": "Slurmctld(primary) at ctl is DOWN",
+        "err": "",
+    }
+    for node in HOSTS:
+        probes[node]["local"]["ports"]["slurmctld"].update(ok=False, error="Connection refused")
+    rep = report(probes)
+    assert causes(rep) == [("ctl", "slurm.daemon")]
+    assert result(rep, "node1", "net.ports")["caused_by"] == "ctl slurm.daemon"
+    assert root_cause(rep, "node2", "slurm.node") == "ctl slurm.daemon"
+
+
+def test_port_blocked_on_one_node(probes: dict) -> None:
+    probes["ctl"]["local"]["ports"]["slurmd@node2"].update(ok=False, error="timed out")
+    rep = report(probes)
+    assert causes(rep) == [("node2", "net.ports")]
+    assert rep["causes"][0]["evidence"] == "ctl → node2:6818 (slurmd) timed out"
+
+
+def test_node_not_registered_under_its_short_hostname(probes: dict) -> None:
+    probes["node2"]["local"]["host"] = "gpu02"
+    rep = report(probes)
+    cause = result(rep, "node2", "slurm.node")
+    assert cause["status"] == "FAIL"
+    assert cause["evidence"].startswith("no NodeName=gpu02 (hostname -s of node2) in slurmctld")
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "status"),
+    [
+        ("IDLE+DRAIN", "maintenance by admin", "WARN"),
+        ("IDLE+DRAIN", "Low RealMemory", "FAIL"),
+        ("DOWN", "Not responding", "FAIL"),
+        ("MIXED", "", "PASS"),
+    ],
+)
+def test_node_state_and_reason_verbatim(probes: dict, state: str, reason: str, status: str) -> None:
+    set_node(probes, "node1", "State", state)
+    if reason:
+        nodes = probes["ctl"]["local"]["nodes"]
+        nodes["out"] = nodes["out"].replace(
+            "NodeName=node1 ", f"NodeName=node1 Reason={reason} [slurm@2026-12-01T09:00:00] ", 1
+        )
+    rep = report(probes)
+    r = result(rep, "node1", "slurm.node")
+    assert r["status"] == status
+    if reason:
+        assert r["evidence"] == f"State={state} Reason={reason} [slurm@2026-12-01T09:00:00]"
+
+
+def test_missing_gpu_is_the_cause_of_the_changed_slurm_conf_everywhere(probes: dict) -> None:
+    hw = probes["node2"]["local"]["hardware"]
+    hw.update(devices=[], gres_missing=["/dev/nvidia0"])
+    expected = copy.deepcopy(FIXTURE["expected"])
+    for host in HOSTS:
+        expected[host]["slurm.conf"] = "0" * 64  # rendered from the node's hardware now
+    rep = report(probes, expected=expected)
+    assert causes(rep) == [("node2", "hw.match")]
+    assert "gres.conf names /dev/nvidia0, which does not exist" in rep["causes"][0]["evidence"]
+    assert result(rep, "ctl", "config.files")["caused_by"] == "node2 hw.match"
+
+
+def test_hand_edited_slurm_conf_on_one_node(probes: dict) -> None:
+    probes["node1"]["local"]["files"]["slurm.conf"] = "a" * 64
+    rep = report(probes)
+    assert causes(rep) == [("node1", "config.files")]
+    assert rep["causes"][0]["evidence"].startswith(
+        "slurm.conf sha256 aaaaaaaaaaaa… differs from what site.yml writes"
+    )
+
+
+def test_configured_memory_above_the_hardware(probes: dict) -> None:
+    hardware = copy.deepcopy(FIXTURE["hardware"])
+    hardware["node1"]["real_memory"] = 1000
+    rep = report(probes, hardware=hardware)
+    assert causes(rep) == [("node1", "hw.match")]
+    assert "above the 1000 MB slurmd -C reports" in rep["causes"][0]["evidence"]
+
+
+def test_shared_path_that_is_a_local_folder_on_one_node(probes: dict) -> None:
+    probes["node2"]["local"]["shared"]["mount"] = "tmpfs tmpfs"
+    probes["ctl"]["cross"]["tokens"]["node2"] = {"ok": False, "error": "No such file or directory"}
+    probes["node2"]["cross"]["tokens"]["ctl"] = {"ok": False, "error": "No such file or directory"}
+    rep = report(probes)
+    assert causes(rep) == [("node2", "shared.fs")]
+    assert "/shared on node2 is 'tmpfs tmpfs'" in rep["causes"][0]["evidence"]
+
+
+def test_shared_path_not_writable_by_the_job_user(probes: dict) -> None:
+    probes["node1"]["local"]["shared"]["write"].update(ok=False, error="Permission denied")
+    rep = report(probes, job_user="alice")
+    assert causes(rep) == [("node1", "shared.fs")]
+    assert rep["causes"][0]["evidence"].startswith("/shared not writable by alice: Permission")
+
+
+def test_hostname_on_loopback(probes: dict) -> None:
+    probes["node2"]["local"]["self_addrs"] = ["127.0.1.1", "172.18.0.4"]
+    rep = report(probes)
+    assert causes(rep) == [("node2", "net.hostname")]
+
+
+def test_uid_and_version_mismatches_name_the_odd_node(probes: dict) -> None:
+    probes["node1"]["local"]["ids"]["munge"] = [999, 999]
+    probes["node2"]["local"]["versions"]["slurm"] = "slurm 23.11.4"
+    rep = report(probes)
+    assert causes(rep) == [("node1", "users.ids"), ("node2", "config.versions")]
+
+
+def test_torch_that_does_not_import_or_sees_other_gpus(probes: dict) -> None:
+    probes["node1"]["local"]["torch"] = {"ok": False, "error": "ModuleNotFoundError: torch"}
+    probes["node2"]["local"]["torch"]["device_count"] = 1
+    rep = report(probes)
+    assert causes(rep) == [("node1", "torch.venv"), ("node2", "torch.venv")]
+
+
+def test_an_unreachable_node_is_named_and_others_are_judged(probes: dict) -> None:
+    del probes["node2"]
+    rep = report(probes, unreachable={"node2": "Failed to connect"})
+    assert ("node2", "net.hostname") in causes(rep)
+    assert {h for h, _ in causes(rep)} == {"node2"}
+
+
+def test_a_loop_of_consequences_still_names_a_cause(probes: dict) -> None:
+    rep = report(probes)
+    a, b = result(rep, "node1", "clock"), result(rep, "node1", "munge.cross")
+    rep2 = d._Doctor(probes, ctx())
+    rep2.results = [dict(a, status="FAIL"), dict(b, status="FAIL")]
+    rep2.results[0]["caused_by"] = "node1 munge.cross"
+    rep2.results[1]["caused_by"] = "node1 clock"
+    rep2._break_cycles()
+    assert sum("caused_by" not in r for r in rep2.results) == 1
+
+
+def test_table_has_one_row_per_node_and_marks_consequences(probes: dict) -> None:
+    probes["node2"]["local"]["services"]["slurmd"] = "inactive/dead"
+    probes["ctl"]["local"]["ports"]["slurmd@node2"].update(ok=False, error="Connection refused")
+    lines = d.doctor_table(report(probes))
+    assert lines[0].split()[:4] == ["node", "hostname", "service", "key"]
+    assert [ln.split()[0] for ln in lines[1:]] == HOSTS
+    row = lines[3].split()
+    assert row[d.CHECKS.index("slurm.daemon") + 1] == "FAIL"
+    assert row[d.CHECKS.index("net.ports") + 1] == "(fail)"
+    assert d.doctor_causes(report(probes))[0].startswith(
+        "node2 slurm.daemon: slurmd.service is inactive/dead. Fix: systemctl start slurmd on node2"
+    )
+
+
+@pytest.mark.parametrize(
+    ("gres", "count"),
+    [("gpu:1", 1), ("gpu:h100:8(S:0-1)", 8), ("gpu:a100:2,gpu:h100:4", 6), ("(null)", 0)],
+)
+def test_gres_gpu_count(gres: str, count: int) -> None:
+    assert d.gres_gpu_count(gres) == count
+
+
+def test_unmunge_metadata_is_parsed() -> None:
+    text = (
+        "STATUS:          Rewound credential (16)\n"
+        "ENCODE_HOST:     node2.slurm-lab (172.18.0.4)\n"
+        "ENCODE_TIME:     2026-12-01 09:56:17 +0000 (1796118977)\n"
+        "DECODE_TIME:     2026-12-01 09:49:37 +0000 (1796118577)\n"
+    )
+    assert probe.parse_unmunge(text) == {
+        "status": "Rewound credential",
+        "code": 16,
+        "encode_time": 1796118977,
+        "decode_time": 1796118577,
+        "encode_host": "node2.slurm-lab (172.18.0.4)",
+    }
+
+
+def test_gres_files_expand_ranges(tmp_path: Path) -> None:
+    (tmp_path / "gres.conf").write_text(
+        "# managed\nName=gpu Type=h100 File=/dev/nvidia[0-3]\nName=gpu File=/dev/nvidia7\n"
+    )
+    assert probe.gres_files(str(tmp_path)) == [
+        "/dev/nvidia0",
+        "/dev/nvidia1",
+        "/dev/nvidia2",
+        "/dev/nvidia3",
+        "/dev/nvidia7",
+    ]
