@@ -1,0 +1,479 @@
+"""Inventory values checked against what Slurm, munge, NFS and MariaDB accept.
+
+Runs on the control machine in the cluster_preflight role, before any node is
+contacted. Pure functions (tests/test_inventory_check.py); each problem names
+the hosts, the variable, the value and a fix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+# Slurm time: MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, INFINITE/UNLIMITED.
+_TIME_FORMS = (
+    re.compile(r"^(?P<m>\d+)$"),
+    re.compile(r"^(?P<m>\d+):(?P<s>\d{1,2})$"),
+    re.compile(r"^(?P<h>\d+):(?P<m>\d{1,2}):(?P<s>\d{1,2})$"),
+    re.compile(r"^(?P<d>\d+)-(?P<h>\d{1,2})$"),
+    re.compile(r"^(?P<d>\d+)-(?P<h>\d{1,2}):(?P<m>\d{1,2})$"),
+    re.compile(r"^(?P<d>\d+)-(?P<h>\d{1,2}):(?P<m>\d{1,2}):(?P<s>\d{1,2})$"),
+)
+TIME_FIX = "use MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS or INFINITE, e.g. 2-00:00:00"
+# ClusterName: lower case (Slurm maps upper case to lower), a MySQL table prefix.
+CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+PARTITION_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+SLURM_NAME = re.compile(r"^[a-z0-9_][a-z0-9_.-]{0,63}$")
+USER_NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+CONF_KEY = re.compile(r"^[A-Z][A-Za-z0-9]+$")
+_TRES = re.compile(
+    r"^(cpu|mem|energy|node|billing|vmem|pages|fs/disk|fs/lustre|ic/ofed"
+    r"|(gres|license|bb)/[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)?)=\d+[KMGTP]?$"
+)
+TRES_FIX = "write TYPE=COUNT pairs separated by commas, e.g. gres/gpu=6000,cpu=100000"
+# Keys the slurm_common template writes itself: a second line would fight it.
+MANAGED_KEYS = {
+    "ClusterName",
+    "SlurmctldHost",
+    "AuthType",
+    "CryptoType",
+    "MpiDefault",
+    "SlurmUser",
+    "SlurmctldPort",
+    "SlurmdPort",
+    "SlurmctldPidFile",
+    "SlurmdPidFile",
+    "StateSaveLocation",
+    "SlurmdSpoolDir",
+    "SlurmctldLogFile",
+    "SlurmdLogFile",
+    "ProctrackType",
+    "TaskPlugin",
+    "ReturnToService",
+    "SchedulerType",
+    "SelectType",
+    "SelectTypeParameters",
+    "GresTypes",
+    "AccountingStorageType",
+    "AccountingStorageHost",
+    "AccountingStoragePort",
+    "AccountingStorageTRES",
+    "JobAcctGatherType",
+    "JobAcctGatherFrequency",
+    "NodeName",
+    "PartitionName",
+}
+PARTITION_KEYS = {"name", "nodes", "default", "max_time"}
+NODE_FIELDS = {
+    "CPUs",
+    "Boards",
+    "SocketsPerBoard",
+    "CoresPerSocket",
+    "ThreadsPerCore",
+    "RealMemory",
+}
+SYSTEM_DIRS = {
+    "/",
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/home",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/opt",
+    "/proc",
+    "/root",
+    "/run",
+    "/sbin",
+    "/srv",
+    "/sys",
+    "/tmp",
+    "/usr",
+    "/usr/bin",
+    "/usr/lib",
+    "/usr/local",
+    "/usr/sbin",
+    "/var",
+    "/var/lib",
+    "/var/log",
+}
+SLURM_PORTS = {6817, 6818}
+
+
+def slurm_time_ok(value: object) -> bool:
+    """Whether Slurm takes `value` as a time limit (MaxTime, MaxWall)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value >= 0
+    text = str(value).strip()
+    if text.upper() in ("INFINITE", "UNLIMITED"):
+        return True
+    for form in _TIME_FORMS:
+        m = form.match(text)
+        if m:
+            parts = {k: int(v) for k, v in m.groupdict().items() if v is not None}
+            if "d" in parts and parts.get("h", 0) > 23:
+                return False
+            if "h" in parts and parts.get("m", 0) > 59:
+                return False
+            return parts.get("s", 0) <= 59
+    return False
+
+
+def tres_ok(value: object) -> bool:
+    items = str(value).split(",")
+    return all(_TRES.match(item.strip()) for item in items) and bool(str(value).strip())
+
+
+def _int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+        return int(value)
+    return None
+
+
+def path_problem(value: object) -> str:
+    """Why a path cannot hold cluster data, or ''."""
+    text = str(value)
+    if not text.startswith("/"):
+        return "is not an absolute path"
+    norm = re.sub(r"/+", "/", text).rstrip("/") or "/"
+    if norm in SYSTEM_DIRS:
+        return f"is {norm}, a system directory"
+    if "/../" in norm + "/" or re.search(r"\s", text):
+        return "has '..' or spaces"
+    return ""
+
+
+class _Check:
+    def __init__(self, hostvars: Mapping, groups: Mapping) -> None:
+        self.hv = hostvars
+        self.groups = groups
+        self.hosts = sorted(groups.get("all", []))
+        self.found: dict[tuple[str, str, str], tuple[str, list[str]]] = {}
+
+    def values(self, var: str) -> dict[str, Any]:
+        out = {}
+        for h in self.hosts:
+            hv = self.hv[h]
+            if var in hv:
+                out[h] = hv[var]
+        return out
+
+    def bad(self, host: str, var: str, value: object, problem: str, fix: str) -> None:
+        key = (var, repr(value), problem)
+        self.found.setdefault(key, (fix, []))[1].append(host)
+
+    def each(self, var: str, check: Callable[[str, Any], None]) -> None:
+        for host, value in self.values(var).items():
+            check(host, value)
+
+    def messages(self) -> list[str]:
+        out = []
+        for (var, value, problem), (fix, hosts) in self.found.items():
+            where = "all hosts" if len(hosts) == len(self.hosts) > 1 else ", ".join(hosts)
+            out.append(f"{where}: {var}={value} {problem}. Fix: {fix}")
+        return out
+
+
+def _cluster_name(c: _Check, host: str, value: Any) -> None:
+    if not CLUSTER_NAME.match(str(value)):
+        c.bad(
+            host,
+            "slurm_common_cluster_name",
+            value,
+            "is not a name Slurm's accounting takes (lower-case letters, digits and _, "
+            "a letter first, at most 40)",
+            f"e.g. slurm_common_cluster_name: {re.sub(r'[^a-z0-9_]', '_', str(value).lower())[:40] or 'lab'}",
+        )
+
+
+def _partitions(c: _Check, host: str, value: Any) -> None:
+    var = "slurm_common_partitions"
+    computes = set(c.groups.get("slurm_compute", []))
+    if not isinstance(value, list) or not value:
+        c.bad(
+            host,
+            var,
+            value,
+            "must be a non-empty list of partitions",
+            "e.g. [{name: gpu, default: true, max_time: 1-00:00:00}]",
+        )
+        return
+    names = []
+    defaults = 0
+    for i, part in enumerate(value):
+        where = f"{var}[{i}]"
+        if not isinstance(part, Mapping) or "name" not in part:
+            c.bad(host, where, part, "is not a mapping with a name", "give each partition name:")
+            continue
+        names.append(part["name"])
+        unknown = sorted(set(part) - PARTITION_KEYS)
+        if unknown:
+            c.bad(
+                host,
+                f"{where}",
+                dict(part),
+                f"has unknown keys {', '.join(unknown)}",
+                f"use only {', '.join(sorted(PARTITION_KEYS))}",
+            )
+        if not PARTITION_NAME.match(str(part["name"])):
+            c.bad(
+                host,
+                f"{where}.name",
+                part["name"],
+                "is not a partition name (no spaces, = or ,)",
+                "use letters, digits, _ . -",
+            )
+        if "max_time" in part and not slurm_time_ok(part["max_time"]):
+            c.bad(host, f"{where}.max_time", part["max_time"], "is not a Slurm time", TIME_FIX)
+        if part.get("default") not in (None, True, False):
+            c.bad(
+                host, f"{where}.default", part["default"], "is not true or false", "default: true"
+            )
+        defaults += part.get("default") is True
+        nodes = part.get("nodes")
+        if nodes is not None:
+            if not isinstance(nodes, list) or not nodes:
+                c.bad(
+                    host,
+                    f"{where}.nodes",
+                    nodes,
+                    "must be a non-empty list of compute nodes",
+                    "list inventory names of slurm_compute hosts, or leave nodes out (all)",
+                )
+            else:
+                missing = [n for n in nodes if n not in computes]
+                if missing:
+                    c.bad(
+                        host,
+                        f"{where}.nodes",
+                        nodes,
+                        f"names {', '.join(map(str, missing))}, not in group slurm_compute",
+                        "add the host to slurm_compute in hosts.yml or drop it from the partition",
+                    )
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        c.bad(
+            host,
+            var,
+            [p.get("name") for p in value if isinstance(p, Mapping)],
+            f"has the partition name {', '.join(map(str, dupes))} twice",
+            "give each partition its own name",
+        )
+    if defaults > 1:
+        c.bad(
+            host,
+            var,
+            [p.get("name") for p in value if isinstance(p, Mapping)],
+            f"has {defaults} default partitions",
+            "set default: true on one partition only",
+        )
+
+
+def _extra_config(c: _Check, host: str, value: Any) -> None:
+    var = "slurm_common_extra_config"
+    if not isinstance(value, Mapping):
+        c.bad(host, var, value, "is not a mapping", "e.g. {MaxJobCount: 50000}")
+        return
+    for key, val in value.items():
+        if not CONF_KEY.match(str(key)):
+            c.bad(
+                host,
+                f"{var}.{key}",
+                val,
+                "is not a slurm.conf parameter name",
+                "use the parameter's CamelCase name from man slurm.conf",
+            )
+        elif key in MANAGED_KEYS:
+            c.bad(
+                host,
+                f"{var}.{key}",
+                val,
+                "is written by the role itself",
+                f"set it through the role's variable for {key} (see roles/slurm_common/README.md)",
+            )
+        if isinstance(val, (Mapping, list)) or "\n" in str(val) or str(val).strip() == "":
+            c.bad(
+                host,
+                f"{var}.{key}",
+                val,
+                "is not a single slurm.conf value",
+                "give one value on one line",
+            )
+
+
+def _qos(c: _Check, host: str, value: Any) -> None:
+    var = "slurm_controller_qos"
+    for i, qos in enumerate(value if isinstance(value, list) else [value]):
+        if not isinstance(qos, Mapping) or not SLURM_NAME.match(str(qos.get("name", ""))):
+            c.bad(host, f"{var}[{i}]", qos, "needs a lower-case name", "e.g. {name: gpu-hours}")
+            continue
+        for key in ("grp_tres_mins", "grp_tres", "max_tres_per_user"):
+            if key in qos and not tres_ok(qos[key]):
+                c.bad(host, f"{var}[{i}].{key}", qos[key], "is not a TRES string", TRES_FIX)
+        if "max_wall" in qos and not slurm_time_ok(qos["max_wall"]):
+            c.bad(host, f"{var}[{i}].max_wall", qos["max_wall"], "is not a Slurm time", TIME_FIX)
+
+
+def _accounts(c: _Check, host: str, value: Any) -> None:
+    var = "slurm_controller_accounts"
+    qos_names = {"normal"} | {
+        q.get("name")
+        for q in c.hv[host].get("slurm_controller_qos", []) or []
+        if isinstance(q, Mapping)
+    }
+    for i, acct in enumerate(value if isinstance(value, list) else [value]):
+        if not isinstance(acct, Mapping) or not SLURM_NAME.match(str(acct.get("name", ""))):
+            c.bad(host, f"{var}[{i}]", acct, "needs a lower-case name", "e.g. {name: lab}")
+            continue
+        unknown = [q for q in acct.get("qos", []) if q not in qos_names]
+        if unknown:
+            c.bad(
+                host,
+                f"{var}[{i}].qos",
+                acct.get("qos"),
+                f"names QoS {', '.join(map(str, unknown))}, not in slurm_controller_qos",
+                "define it in slurm_controller_qos or use normal",
+            )
+        bad_users = [u for u in acct.get("users", []) if not USER_NAME.match(str(u))]
+        if bad_users:
+            c.bad(
+                host,
+                f"{var}[{i}].users",
+                acct.get("users"),
+                f"has {', '.join(map(str, bad_users))}, not a Unix user name",
+                "use login names",
+            )
+
+
+def _path(var: str) -> Callable[[_Check, str, Any], None]:
+    def check(c: _Check, host: str, value: Any) -> None:
+        problem = path_problem(value)
+        if problem:
+            c.bad(
+                host,
+                var,
+                value,
+                problem,
+                f"set {var} to an absolute folder of its own, e.g. /shared",
+            )
+
+    return check
+
+
+def _exports(c: _Check, host: str, value: Any) -> None:
+    for i, export in enumerate(value if isinstance(value, list) else [value]):
+        path = export.get("path") if isinstance(export, Mapping) else export
+        problem = path_problem(path)
+        if problem:
+            c.bad(
+                host,
+                f"nfs_server_exports[{i}].path",
+                path,
+                problem,
+                "export a folder of its own, e.g. /srv/nfs/shared",
+            )
+
+
+def _port(var: str) -> Callable[[_Check, str, Any], None]:
+    def check(c: _Check, host: str, value: Any) -> None:
+        port = _int(value)
+        if port is None or not 1 <= port <= 65535:
+            c.bad(host, var, value, "is not a TCP port (1-65535)", f"e.g. {var}: 6819")
+        elif port in SLURM_PORTS:
+            c.bad(
+                host,
+                var,
+                value,
+                "is slurmctld's or slurmd's port (6817, 6818)",
+                f"e.g. {var}: 6819",
+            )
+
+    return check
+
+
+def _int_range(
+    var: str, low: int, high: int | None, example: int
+) -> Callable[[_Check, str, Any], None]:
+    def check(c: _Check, host: str, value: Any) -> None:
+        n = _int(value)
+        if n is None or n < low or (high is not None and n > high):
+            span = f"{low}-{high}" if high is not None else f">= {low}"
+            c.bad(host, var, value, f"is not a whole number in {span}", f"e.g. {var}: {example}")
+
+    return check
+
+
+def _overrides(c: _Check, host: str, value: Any) -> None:
+    var = "slurm_compute_node_overrides"
+    if not isinstance(value, Mapping):
+        c.bad(host, var, value, "is not a mapping", "e.g. {RealMemory: 500000}")
+        return
+    for key, val in value.items():
+        if key not in NODE_FIELDS:
+            c.bad(
+                host,
+                f"{var}.{key}",
+                val,
+                "is not a NodeName field the role sets",
+                f"use one of {', '.join(sorted(NODE_FIELDS))}",
+            )
+        elif _int(val) is None or _int(val) < 1:
+            c.bad(host, f"{var}.{key}", val, "is not a whole number >= 1", f"e.g. {key}: 64")
+
+
+CHECKS: dict[str, Callable[[_Check, str, Any], None]] = {
+    "slurm_common_cluster_name": _cluster_name,
+    "slurm_common_partitions": _partitions,
+    "slurm_common_extra_config": _extra_config,
+    "slurm_common_realmemory_margin_percent": _int_range(
+        "slurm_common_realmemory_margin_percent", 0, 50, 5
+    ),
+    "slurm_common_return_to_service": _int_range("slurm_common_return_to_service", 0, 2, 2),
+    "slurm_compute_node_overrides": _overrides,
+    "slurm_compute_ready_timeout": _int_range("slurm_compute_ready_timeout", 1, None, 90),
+    "slurm_controller_qos": _qos,
+    "slurm_controller_accounts": _accounts,
+    "slurm_dbd_port": _port("slurm_dbd_port"),
+    "slurm_dbd_db_name": lambda c, h, v: (
+        None
+        if re.fullmatch(r"[A-Za-z0-9_]{1,64}", str(v))
+        else c.bad(
+            h, "slurm_dbd_db_name", v, "is not a MariaDB database name", "e.g. slurm_acct_db"
+        )
+    ),
+    "slurm_dbd_db_user": lambda c, h, v: (
+        None
+        if re.fullmatch(r"[A-Za-z0-9_]{1,32}", str(v))
+        else c.bad(h, "slurm_dbd_db_user", v, "is not a MariaDB user name", "e.g. slurm")
+    ),
+    "munge_key_path": _path("munge_key_path"),
+    "shared_fs_path": _path("shared_fs_path"),
+    "shared_fs_nfs_export": _path("shared_fs_nfs_export"),
+    "nfs_server_exports": _exports,
+    "pytorch_venv": _path("pytorch_venv"),
+    "smoke_train_time_limit": _int_range("smoke_train_time_limit", 1, None, 10),
+    "smoke_train_nodes": _int_range("smoke_train_nodes", 0, None, 0),
+    "smoke_train_immediate": _int_range("smoke_train_immediate", 1, None, 60),
+}
+
+
+def inventory_problems(hostvars: Mapping, groups: Mapping) -> list[str]:
+    """Every inventory value that a config file would carry and its daemon would refuse."""
+    c = _Check(hostvars, groups)
+    for var, check in CHECKS.items():
+        c.each(var, lambda host, value, check=check: check(c, host, value))
+    return c.messages()
+
+
+class FilterModule:
+    def filters(self) -> dict:
+        return {"inventory_problems": inventory_problems}

@@ -1,0 +1,375 @@
+"""Bad inventory values stop site.yml on the control machine, naming host, variable and fix.
+
+Each case is the demo inventory with one value wrong. site.yml runs against hosts that
+point at containers that do not exist: a check that let the run through would make
+Ansible reach for them (UNREACHABLE), which the tests reject.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "roles/cluster_preflight/filter_plugins"))
+import inventory_check as ic  # noqa: E402
+
+ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+GOOD = {
+    "slurm_common_cluster_name": "lab",
+    "slurm_common_partitions": [
+        {"name": "gpu", "default": True, "max_time": "1-00:00:00"},
+        {"name": "debug", "nodes": ["node1"], "max_time": "30:00"},
+    ],
+    "slurm_controller_qos": [{"name": "gpu-hours", "grp_tres_mins": "gres/gpu=6000"}],
+    "slurm_controller_accounts": [
+        {"name": "lab", "qos": ["normal", "gpu-hours"], "users": ["root"]}
+    ],
+    "shared_fs_type": "existing",
+    "shared_fs_path": "/shared",
+}
+
+
+def inventory(tmp_path: Path, cluster_vars: dict, node1: dict | None = None) -> Path:
+    def host(name: str, **extra) -> dict:
+        return {"ansible_host": f"no-such-container-{name}", **extra}
+
+    data = {
+        "all": {
+            "children": {
+                "slurm_cluster": {
+                    "vars": {"ansible_connection": "community.docker.docker", **cluster_vars},
+                    "children": {
+                        "slurm_controller": {"hosts": {"ctl": host("ctl")}},
+                        "slurm_dbd": {"hosts": {"ctl": {}}},
+                        "slurm_compute": {
+                            "hosts": {
+                                "node1": host("node1", slurm_compute_gpus=1, **(node1 or {})),
+                                "node2": host("node2", slurm_compute_gpus=1),
+                            }
+                        },
+                    },
+                }
+            }
+        }
+    }
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def run(inv: Path, playbook: str = "site.yml") -> subprocess.CompletedProcess:
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(inv.parent / "facts")
+    return subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", str(inv), playbook],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def with_(**changes) -> dict:
+    out = copy.deepcopy(GOOD)
+    out.update(changes)
+    return out
+
+
+def partition(**changes) -> list[dict]:
+    parts = copy.deepcopy(GOOD["slurm_common_partitions"])
+    parts[0].update(changes)
+    return parts
+
+
+CASES = [
+    (
+        "max-time-hours",
+        with_(slurm_common_partitions=partition(max_time="1-25:00:00")),
+        None,
+        ["slurm_common_partitions[0].max_time='1-25:00:00' is not a Slurm time", "2-00:00:00"],
+    ),
+    (
+        "max-time-words",
+        with_(slurm_common_partitions=partition(max_time="one day")),
+        None,
+        ["max_time='one day' is not a Slurm time"],
+    ),
+    (
+        "max-time-seconds",
+        with_(slurm_common_partitions=partition(max_time="10:00:75")),
+        None,
+        ["max_time='10:00:75' is not a Slurm time"],
+    ),
+    (
+        "partition-unknown-node",
+        with_(slurm_common_partitions=partition(nodes=["node9"])),
+        None,
+        ["names node9, not in group slurm_compute", "add the host to slurm_compute"],
+    ),
+    (
+        "partition-empty-nodes",
+        with_(slurm_common_partitions=partition(nodes=[])),
+        None,
+        ["nodes=[] must be a non-empty list"],
+    ),
+    (
+        "partition-duplicate-name",
+        with_(slurm_common_partitions=partition(name="debug")),
+        None,
+        ["has the partition name debug twice"],
+    ),
+    (
+        "two-default-partitions",
+        with_(
+            slurm_common_partitions=[{"name": "a", "default": True}, {"name": "b", "default": True}]
+        ),
+        None,
+        ["has 2 default partitions", "default: true on one partition only"],
+    ),
+    (
+        "partition-name-space",
+        with_(slurm_common_partitions=partition(name="big gpu")),
+        None,
+        ["name='big gpu' is not a partition name"],
+    ),
+    (
+        "partition-unknown-key",
+        with_(slurm_common_partitions=partition(maxtime="1:00:00")),
+        None,
+        ["has unknown keys maxtime"],
+    ),
+    (
+        "partition-default-not-bool",
+        with_(slurm_common_partitions=partition(default="yes")),
+        None,
+        ["default='yes' is not true or false"],
+    ),
+    (
+        "partitions-not-a-list",
+        with_(slurm_common_partitions="gpu"),
+        None,
+        ["slurm_common_partitions='gpu' must be a non-empty list"],
+    ),
+    (
+        "cluster-name-space",
+        with_(slurm_common_cluster_name="My Lab"),
+        None,
+        [
+            "slurm_common_cluster_name='My Lab' is not a name Slurm's accounting takes",
+            "slurm_common_cluster_name: my_lab",
+        ],
+    ),
+    (
+        "cluster-name-dot",
+        with_(slurm_common_cluster_name="lab.example"),
+        None,
+        ["slurm_common_cluster_name='lab.example'"],
+    ),
+    ("cluster-name-too-long", with_(slurm_common_cluster_name="a" * 41), None, ["at most 40"]),
+    (
+        "qos-tres",
+        with_(slurm_controller_qos=[{"name": "gpu-hours", "grp_tres_mins": "gpu=6000"}]),
+        None,
+        ["grp_tres_mins='gpu=6000' is not a TRES string", "gres/gpu=6000"],
+    ),
+    (
+        "qos-max-wall",
+        with_(slurm_controller_qos=[{"name": "short", "max_wall": "2 hours"}]),
+        None,
+        ["max_wall='2 hours' is not a Slurm time"],
+    ),
+    (
+        "qos-name-upper",
+        with_(slurm_controller_qos=[{"name": "GPU Hours"}]),
+        None,
+        ["slurm_controller_qos[0]", "needs a lower-case name"],
+    ),
+    (
+        "account-unknown-qos",
+        with_(slurm_controller_accounts=[{"name": "lab", "qos": ["gold"], "users": ["root"]}]),
+        None,
+        ["names QoS gold, not in slurm_controller_qos"],
+    ),
+    (
+        "account-bad-user",
+        with_(
+            slurm_controller_accounts=[{"name": "lab", "qos": ["normal"], "users": ["Bob Smith"]}]
+        ),
+        None,
+        ["has Bob Smith, not a Unix user name"],
+    ),
+    (
+        "extra-config-managed-key",
+        with_(slurm_common_extra_config={"ClusterName": "x"}),
+        None,
+        ["slurm_common_extra_config.ClusterName='x' is written by the role itself"],
+    ),
+    (
+        "extra-config-bad-key",
+        with_(slurm_common_extra_config={"max_job_count": 5}),
+        None,
+        ["slurm_common_extra_config.max_job_count=5 is not a slurm.conf parameter name"],
+    ),
+    (
+        "extra-config-multiline",
+        with_(slurm_common_extra_config={"MaxJobCount": "5\nNodeName=x"}),
+        None,
+        ["is not a single slurm.conf value"],
+    ),
+    (
+        "shared-path-relative",
+        with_(shared_fs_path="shared"),
+        None,
+        ["shared_fs_path='shared' is not an absolute path"],
+    ),
+    (
+        "shared-path-root",
+        with_(shared_fs_path="/"),
+        None,
+        ["shared_fs_path='/' is /, a system directory"],
+    ),
+    (
+        "shared-path-etc",
+        with_(shared_fs_path="/etc/"),
+        None,
+        ["shared_fs_path='/etc/' is /etc, a system directory"],
+    ),
+    (
+        "munge-key-relative",
+        with_(munge_key_path="munge.key"),
+        None,
+        ["munge_key_path='munge.key' is not an absolute path"],
+    ),
+    (
+        "venv-in-usr",
+        with_(pytorch_venv="/usr"),
+        None,
+        ["pytorch_venv='/usr' is /usr, a system directory"],
+    ),
+    (
+        "dbd-port-range",
+        with_(slurm_dbd_port=70000),
+        None,
+        ["slurm_dbd_port=70000 is not a TCP port (1-65535)"],
+    ),
+    (
+        "dbd-port-slurmd",
+        with_(slurm_dbd_port=6818),
+        None,
+        ["slurm_dbd_port=6818 is slurmctld's or slurmd's port"],
+    ),
+    (
+        "dbd-name",
+        with_(slurm_dbd_db_name="slurm-acct"),
+        None,
+        ["slurm_dbd_db_name='slurm-acct' is not a MariaDB database name"],
+    ),
+    (
+        "margin-range",
+        with_(slurm_common_realmemory_margin_percent=80),
+        None,
+        ["slurm_common_realmemory_margin_percent=80 is not a whole number in 0-50"],
+    ),
+    (
+        "return-to-service",
+        with_(slurm_common_return_to_service=3),
+        None,
+        ["slurm_common_return_to_service=3 is not a whole number in 0-2"],
+    ),
+    (
+        "smoke-time-limit",
+        with_(smoke_train_time_limit=0),
+        None,
+        ["smoke_train_time_limit=0 is not a whole number in >= 1"],
+    ),
+    (
+        "override-unknown-field",
+        GOOD,
+        {"slurm_compute_node_overrides": {"Memory": 1000}},
+        ["node1: slurm_compute_node_overrides.Memory=1000 is not a NodeName field"],
+    ),
+    (
+        "override-not-a-number",
+        GOOD,
+        {"slurm_compute_node_overrides": {"RealMemory": "lots"}},
+        ["node1: slurm_compute_node_overrides.RealMemory='lots' is not a whole number"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("cluster_vars", "node1", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_bad_value_stops_site_yml_before_any_node(tmp_path, cluster_vars, node1, expected) -> None:
+    result = run(inventory(tmp_path, cluster_vars, node1))
+    out = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0, out
+    for text in expected:
+        assert text in out, f"missing {text!r} in:\n{out}"
+    assert "Fix:" in out
+    assert "UNREACHABLE" not in out, "a node was contacted before validation failed"
+    assert "Gathering Facts" not in out
+
+
+def test_the_good_inventory_passes_the_value_checks(tmp_path) -> None:
+    result = run(inventory(tmp_path, GOOD), "playbooks/preflight.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("1-00:00:00", True),
+        ("30:00", True),
+        ("90:00", True),
+        ("INFINITE", True),
+        ("UNLIMITED", True),
+        ("60", True),
+        (0, True),
+        ("2-12", True),
+        ("1-00:00", True),
+        ("1-24:00:00", False),
+        ("1:60:00", False),
+        ("10:00:60", False),
+        ("-5", False),
+        ("1h", False),
+        (True, False),
+    ],
+)
+def test_slurm_time_grammar(value, ok) -> None:
+    assert ic.slurm_time_ok(value) is ok
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("gres/gpu=6000", True),
+        ("gres/gpu:h100=8,cpu=64", True),
+        ("mem=100G", True),
+        ("license/matlab=2", True),
+        ("gpu=1", False),
+        ("gres/gpu=", False),
+        ("", False),
+        ("cpu=1,", False),
+    ],
+)
+def test_tres_grammar(value, ok) -> None:
+    assert ic.tres_ok(value) is ok
+
+
+def test_a_group_value_wrong_on_every_host_is_reported_once() -> None:
+    hv = {h: {"slurm_common_cluster_name": "Bad Name"} for h in ("ctl", "node1")}
+    problems = ic.inventory_problems(hv, {"all": ["ctl", "node1"], "slurm_compute": ["node1"]})
+    assert problems == [
+        "all hosts: slurm_common_cluster_name='Bad Name' is not a name Slurm's accounting takes "
+        "(lower-case letters, digits and _, a letter first, at most 40). "
+        "Fix: e.g. slurm_common_cluster_name: bad_name"
+    ]
