@@ -183,6 +183,10 @@ class _Check:
         return out
 
 
+def _suggest_name(value: object) -> str:
+    return re.sub(r"[^a-z0-9_]", "_", str(value).lower())[:40] or "lab"
+
+
 def _cluster_name(c: _Check, host: str, value: Any) -> None:
     if not CLUSTER_NAME.match(str(value)):
         c.bad(
@@ -191,7 +195,7 @@ def _cluster_name(c: _Check, host: str, value: Any) -> None:
             value,
             "is not a name Slurm's accounting takes (lower-case letters, digits and _, "
             "a letter first, at most 40)",
-            f"e.g. slurm_common_cluster_name: {re.sub(r'[^a-z0-9_]', '_', str(value).lower())[:40] or 'lab'}",
+            f"e.g. slurm_common_cluster_name: {_suggest_name(value)}",
         )
 
 
