@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 from conftest import host
@@ -113,3 +114,16 @@ def test_no_change_run_restarts_nothing(run_playbook) -> None:
     assert "RUNNING HANDLER" not in result.stdout
     for n, unit in (("ctl", "slurmctld"), ("node1", "slurmd"), ("node2", "slurmd")):
         assert host(n).check_output(f"systemctl show --property=MainPID --value {unit}") == pids[n]
+
+
+def test_a_slurm_conf_slurm_refuses_never_replaces_the_live_one(run_playbook) -> None:
+    nodes = ("ctl", "node1", "node2")
+    before = {n: host(n).check_output("sha256sum /etc/slurm/slurm.conf") for n in nodes}
+    # Passes the inventory checks (a CamelCase key, one value), refused by Slurm's parser.
+    bad = '{"slurm_common_extra_config": {"SlurmdTimeout": 30, "MaxJobCount": "lots"}}'
+    done = run_playbook("site.yml", "-e", bad)
+    assert done.returncode != 0
+    assert "MaxJobCount value (lots) is not a valid number" in done.stdout
+    assert re.search(r"slurm.conf line \d+:MaxJobCount=lots", done.stdout)
+    assert {n: host(n).check_output("sha256sum /etc/slurm/slurm.conf") for n in nodes} == before
+    assert CTL.check_output("sinfo --noheader --format=%P").split() == ["gpu*", "debug"]
