@@ -8,19 +8,17 @@ Ansible reach for them (UNREACHABLE), which the tests reject.
 from __future__ import annotations
 
 import copy
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from test_preflight import run
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "roles/cluster_preflight/filter_plugins"))
 import inventory_check as ic  # noqa: E402
 
-ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 GOOD = {
     "slurm_common_cluster_name": "lab",
     "slurm_common_partitions": [
@@ -62,19 +60,6 @@ def inventory(tmp_path: Path, cluster_vars: dict, node1: dict | None = None) -> 
     path = tmp_path / "hosts.yml"
     path.write_text(yaml.safe_dump(data))
     return path
-
-
-def run(inv: Path, playbook: str = "site.yml") -> subprocess.CompletedProcess:
-    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
-    env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(inv.parent / "facts")
-    return subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", str(inv), playbook],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def with_(**changes) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 
@@ -126,4 +127,22 @@ def test_a_slurm_conf_slurm_refuses_never_replaces_the_live_one(run_playbook) ->
     assert "MaxJobCount value (lots) is not a valid number" in done.stdout
     assert re.search(r"slurm.conf line \d+:MaxJobCount=lots", done.stdout)
     assert {n: host(n).check_output("sha256sum /etc/slurm/slurm.conf") for n in nodes} == before
+    assert CTL.check_output("sinfo --noheader --format=%P").split() == ["gpu*", "debug"]
+
+
+def test_a_slurm_release_jump_is_refused_before_any_package(run_playbook) -> None:
+    # What the nodes would install if their distribution moved on (Debian 12's
+    # 22.05 straight to Debian 13's 24.11), or back.
+    suite = os.environ.get("CLUSTER_SUITE", "bookworm")
+    target, expected = (
+        ("24.11", r"ctl: slurmctld 22\.05\.\S+ to 24\.11 skips 23\.02, 23\.11, 24\.05")
+        if suite == "bookworm"
+        else ("22.05", r"ctl: slurmctld 24\.11\.\S+ is installed .* Slurm cannot be downgraded")
+    )
+    done = run_playbook("site.yml", "-e", f"__slurm_common_version={target}")
+    out = " ".join(done.stdout.split())
+    assert done.returncode != 0
+    assert re.search(expected, out), out[-3000:]
+    assert re.search(r"node1: slurmd \S+ ", out)
+    assert "Install the Slurm packages" not in out  # stopped before apt
     assert CTL.check_output("sinfo --noheader --format=%P").split() == ["gpu*", "debug"]

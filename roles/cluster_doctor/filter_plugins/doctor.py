@@ -426,22 +426,21 @@ class _Doctor:
 
     def ports(self) -> None:
         ctl_ports = self.local.get(self.ctl, {}).get("ports", {})
+
+        def text(src: str, name: str, res: dict) -> tuple[bool, str]:
+            state = "open" if res.get("ok") else res.get("error", "?")
+            return bool(res.get("ok")), f"{src} → {res['target']} ({name}) {state}"
+
         for h in self.hosts:
-            bad, fine = [], []
-            for name, res in self.local[h].get("ports", {}).items():
-                (fine if res.get("ok") else bad).append(
-                    f"{h} → {res['target']} ({name}) "
-                    + ("open" if res.get("ok") else res.get("error", "?"))
-                )
-            if h in self.computes:
-                res = ctl_ports.get(f"slurmd@{h}")
-                if res:
-                    (fine if res.get("ok") else bad).append(
-                        f"{self.ctl} → {res['target']} (slurmd) "
-                        + ("open" if res.get("ok") else res.get("error", "?"))
-                    )
-            if h == self.ctl:
-                bad = [b for b in bad if "(slurmd@" not in b]
+            # Each node's own connects; the controller's connect to a slurmd is that node's.
+            seen = [
+                text(h, name, res)
+                for name, res in self.local[h].get("ports", {}).items()
+                if not name.startswith("slurmd@")
+            ]
+            if h in self.computes and f"slurmd@{h}" in ctl_ports:
+                seen.append(text(self.ctl, "slurmd", ctl_ports[f"slurmd@{h}"]))
+            bad = [t for ok, t in seen if not ok]
             if bad:
                 self.add(
                     h,
@@ -452,7 +451,7 @@ class _Doctor:
                     "(firewall, iptables/nftables); site.yml accepts them where iptables is in use",
                 )
             else:
-                self.add(h, "net.ports", "PASS", "; ".join(fine) or "no port to check")
+                self.add(h, "net.ports", "PASS", "; ".join(t for _, t in seen) or "no port")
 
     def hardware(self) -> None:
         margin = int(self.ctx.get("realmemory_margin_percent", 5))
