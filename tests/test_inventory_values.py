@@ -117,7 +117,7 @@ CASES = [
             slurm_common_partitions=[{"name": "a", "default": True}, {"name": "b", "default": True}]
         ),
         None,
-        ["has 2 default partitions", "default: true on one partition only"],
+        ["has 2 default partitions", "default: true on one only"],
     ),
     (
         "partition-name-space",

@@ -265,20 +265,11 @@ def _partitions(c: _Check, host: str, value: Any) -> None:
                     )
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        c.bad(
-            host,
-            var,
-            [p.get("name") for p in value if isinstance(p, Mapping)],
-            f"has the partition name {', '.join(map(str, dupes))} twice",
-            "give each partition its own name",
-        )
+        twice = ", ".join(map(str, dupes))
+        c.bad(host, var, names, f"has the partition name {twice} twice", "name each one")
     if defaults > 1:
         c.bad(
-            host,
-            var,
-            [p.get("name") for p in value if isinstance(p, Mapping)],
-            f"has {defaults} default partitions",
-            "set default: true on one partition only",
+            host, var, names, f"has {defaults} default partitions", "set default: true on one only"
         )
 
 
@@ -416,6 +407,14 @@ def _int_range(
     return check
 
 
+def _pattern(var: str, regex: str, what: str, example: str) -> Callable[[_Check, str, Any], None]:
+    def check(c: _Check, host: str, value: Any) -> None:
+        if not re.fullmatch(regex, str(value)):
+            c.bad(host, var, value, f"is not {what}", f"e.g. {var}: {example}")
+
+    return check
+
+
 def _overrides(c: _Check, host: str, value: Any) -> None:
     var = "slurm_compute_node_overrides"
     if not isinstance(value, Mapping):
@@ -447,17 +446,11 @@ CHECKS: dict[str, Callable[[_Check, str, Any], None]] = {
     "slurm_controller_qos": _qos,
     "slurm_controller_accounts": _accounts,
     "slurm_dbd_port": _port("slurm_dbd_port"),
-    "slurm_dbd_db_name": lambda c, h, v: (
-        None
-        if re.fullmatch(r"[A-Za-z0-9_]{1,64}", str(v))
-        else c.bad(
-            h, "slurm_dbd_db_name", v, "is not a MariaDB database name", "e.g. slurm_acct_db"
-        )
+    "slurm_dbd_db_name": _pattern(
+        "slurm_dbd_db_name", r"[A-Za-z0-9_]{1,64}", "a MariaDB database name", "slurm_acct_db"
     ),
-    "slurm_dbd_db_user": lambda c, h, v: (
-        None
-        if re.fullmatch(r"[A-Za-z0-9_]{1,32}", str(v))
-        else c.bad(h, "slurm_dbd_db_user", v, "is not a MariaDB user name", "e.g. slurm")
+    "slurm_dbd_db_user": _pattern(
+        "slurm_dbd_db_user", r"[A-Za-z0-9_]{1,32}", "a MariaDB user name", "slurm"
     ),
     "munge_key_path": _path("munge_key_path"),
     "shared_fs_path": _path("shared_fs_path"),
