@@ -168,6 +168,7 @@ def fault_tools():
     )
     yield
     out = ROOT / "results" / f"fault-suite-{SUITE}.json"
+    out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(TIMINGS, indent=2) + "\n")
     print(json.dumps(TIMINGS, indent=2))
 
