@@ -26,8 +26,6 @@ HOSTS = ["ctl", "node1", "node2"]
 
 
 def ctx(**over) -> dict:
-    tokens = {h: v["value"] for h, v in FIXTURE["probes"]["ctl"]["cross"]["tokens"].items()}
-    tokens["ctl"] = tokens["node1"].rsplit("-", 1)[0] + "-ctl"
     base = {
         "controller": "ctl",
         "computes": ["node1", "node2"],
@@ -36,7 +34,6 @@ def ctx(**over) -> dict:
         "hardware": FIXTURE["hardware"],
         "gpus": {"node1": 1, "node2": 1},
         "torch_gpus": {"node1": 0, "node2": 0},
-        "tokens": tokens,
         "clock_warn_s": 5,
         "clock_fail_s": 240,
     }
@@ -242,14 +239,17 @@ def test_node_state_and_reason_verbatim(probes: dict, state: str, reason: str, s
 
 
 def test_missing_gpu_is_the_cause_of_the_changed_slurm_conf_everywhere(probes: dict) -> None:
-    hw = probes["node2"]["local"]["hardware"]
-    hw.update(devices=[], gres_missing=["/dev/nvidia0"])
+    probes["node2"]["local"]["hardware"]["gres_missing"] = ["/dev/nvidia0"]
+    hardware = copy.deepcopy(FIXTURE["hardware"])
+    hardware["node2"].update(gpus=[], gpu_source="none")  # slurm_node_info finds none
     expected = copy.deepcopy(FIXTURE["expected"])
     for host in HOSTS:
         expected[host]["slurm.conf"] = "0" * 64  # rendered from the node's hardware now
-    rep = report(probes, expected=expected)
+    rep = report(probes, expected=expected, hardware=hardware)
     assert causes(rep) == [("node2", "hw.match")]
-    assert "gres.conf names /dev/nvidia0, which does not exist" in rep["causes"][0]["evidence"]
+    evidence = rep["causes"][0]["evidence"]
+    assert "gres.conf names /dev/nvidia0, which does not exist" in evidence
+    assert "slurm.conf Gres=gpu:1 (1 GPUs) but 0 present (no /dev/nvidia*)" in evidence
     assert result(rep, "ctl", "config.files")["caused_by"] == "node2 hw.match"
 
 
@@ -373,3 +373,12 @@ def test_gres_files_expand_ranges(tmp_path: Path) -> None:
         "/dev/nvidia3",
         "/dev/nvidia7",
     ]
+
+
+def test_real_gpus_without_the_nvml_plugin_warn(probes: dict) -> None:
+    hardware = copy.deepcopy(FIXTURE["hardware"])
+    hardware["node1"].update(gpu_source="nvidia-smi", nvml_plugin=False)
+    rep = report(probes, hardware=hardware)
+    r = result(rep, "node1", "hw.match")
+    assert r["status"] == "WARN"
+    assert r["evidence"].startswith("GPUs present but Slurm's gpu_nvml plugin is not installed")

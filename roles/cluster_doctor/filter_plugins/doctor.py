@@ -463,13 +463,11 @@ class _Doctor:
             name = self.local[h].get("host", h)
             conf = self.slurm_nodes.get(name)
             have = self.ctx.get("hardware", {}).get(h) or {}
-            smi = hw.get("nvidia_smi")
-            devices = ", ".join(hw.get("devices", [])) or "no /dev/nvidia*"
-            gpus = (
-                len([ln for ln in smi["out"].splitlines() if ln.strip()])
-                if smi and smi.get("rc") == 0
-                else len(hw.get("devices", []))
-            )
+            # GPUs as the slurm_common role's slurm_node_info reads them (nvidia-smi, else
+            # /dev/nvidia*), fresh in this run.
+            smi = have.get("gpu_source") == "nvidia-smi"
+            gpus = len(have.get("gpus", []))
+            devices = ", ".join(g["file"] for g in have.get("gpus", [])) or "no /dev/nvidia*"
             bad, warn = [], []
             for path in hw.get("gres_missing", []):
                 bad.append(f"gres.conf names {path}, which does not exist (slurmd waits for it)")
@@ -495,7 +493,7 @@ class _Doctor:
                 expected = int(self.ctx.get("gpus", {}).get(h, configured))
                 if expected != gpus and configured == gpus:
                     bad.append(f"inventory slurm_compute_gpus={expected} but {gpus} GPUs present")
-            if smi and gpus and not hw.get("nvml_plugin"):
+            if smi and gpus and not have.get("nvml_plugin"):
                 warn.append(
                     "GPUs present but Slurm's gpu_nvml plugin is not installed (gres.conf lists "
                     "File= lines instead of AutoDetect=nvml)"
@@ -594,8 +592,9 @@ class _Doctor:
             if h != self.ctl:
                 seen = ctl_reads.get(h, {})
                 back = self.cross.get(h, {}).get("tokens", {}).get(self.ctl, {})
-                want_h = self.ctx.get("tokens", {}).get(h)
-                want_c = self.ctx.get("tokens", {}).get(self.ctl)
+                # What each side wrote, as its probe reported it.
+                want_h = m.get("write", {}).get("token")
+                want_c = mounts[self.ctl].get("write", {}).get("token")
                 if seen.get("value") != want_h and m.get("write", {}).get("ok"):
                     bad.append(
                         f"{self.ctl} does not see the file {h} wrote "

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import glob
+import grp
 import hashlib
+import json
 import os
 import pwd
 import re
@@ -22,7 +24,7 @@ short_description: Read-only health probe of one Slurm node for the cluster doct
 description:
   - C(phase=local) reads the node's own state: services, munge key (mode, owner and a
     fingerprint, never the key), a fresh munge credential, config file hashes, versions,
-    C(slurmd -G), GPU devices, users, name resolution, TCP ports, the shared
+    C(slurmd -G) and the gres.conf devices, users, name resolution, TCP ports, the shared
     filesystem (writes one token file, as O(job_user)) and torch in the venv. On the
     controller it also asks C(scontrol ping) and C(scontrol show node).
   - C(phase=cross) decodes credentials made on other nodes and reads their token files.
@@ -31,7 +33,6 @@ description:
 options:
   phase: {description: local or cross., type: str, choices: [local, cross], required: true}
   controller: {description: Whether this node runs slurmctld., type: bool, default: false}
-  controller_name: {description: Host name of slurmctld (SlurmctldHost)., type: str, default: ""}
   compute: {description: Whether this node runs slurmd., type: bool, default: false}
   munge_key: {description: Path of the munge key., type: path, default: /etc/munge/munge.key}
   conf_dir: {description: Slurm config folder., type: path, default: /etc/slurm}
@@ -49,11 +50,6 @@ options:
 
 SERVICES = ("munge", "slurmd", "slurmctld", "slurmdbd")
 CONF_FILES = ("slurm.conf", "gres.conf", "cgroup.conf")
-NVML_GLOBS = (
-    "/usr/lib/*/slurm-wlm/gpu_nvml.so",
-    "/usr/lib/slurm/gpu_nvml.so",
-    "/usr/lib64/slurm/gpu_nvml.so",
-)
 TORCH_SNIPPET = (
     "import json, torch; print(json.dumps({'version': torch.__version__, "
     "'cuda': torch.version.cuda, 'device_count': torch.cuda.device_count()}))"
@@ -102,29 +98,22 @@ def key_info(path: str) -> dict:
             digest = hashlib.sha256(handle.read()).hexdigest()[:16]
     except OSError as exc:
         return {"exists": False, "error": exc.strerror}
-    return {
-        "exists": True,
-        "mode": f"{st.st_mode & 0o7777:04o}",
-        "owner": _name(pwd.getpwuid, st.st_uid),
-        "group": _group(st.st_gid),
-        "fingerprint": digest,
-    }
+    owner, group = _owner(st.st_uid, st.st_gid)
+    mode = f"{st.st_mode & 0o7777:04o}"
+    return {"exists": True, "mode": mode, "owner": owner, "group": group, "fingerprint": digest}
 
 
-def _name(getter, ident: int) -> str:
+def _owner(uid: int, gid: int) -> tuple[str, str]:
+    """User and group names of a file (the numbers where a name is missing)."""
     try:
-        return getter(ident).pw_name
+        user = pwd.getpwuid(uid).pw_name
     except KeyError:
-        return str(ident)
-
-
-def _group(gid: int) -> str:
-    import grp
-
+        user = str(uid)
     try:
-        return grp.getgrgid(gid).gr_name
+        group = grp.getgrgid(gid).gr_name
     except KeyError:
-        return str(gid)
+        group = str(gid)
+    return user, group
 
 
 def file_hashes(conf_dir: str) -> dict:
@@ -162,18 +151,13 @@ def resolve(name: str) -> list[str]:
 
 
 def connect(host: str, port: int, timeout: float) -> dict:
-    start = time.monotonic()
     try:
         with socket.create_connection((host, int(port)), timeout=timeout):
             pass
     except OSError as exc:
         reason = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
         return {"ok": False, "error": reason, "target": f"{host}:{port}"}
-    return {
-        "ok": True,
-        "ms": round((time.monotonic() - start) * 1000, 1),
-        "target": f"{host}:{port}",
-    }
+    return {"ok": True, "target": f"{host}:{port}"}
 
 
 def gres_files(conf_dir: str) -> list[str]:
@@ -194,25 +178,18 @@ def gres_files(conf_dir: str) -> list[str]:
 
 
 def hardware(conf_dir: str) -> dict:
-    """slurmd -G (only when every gres.conf device exists) and the GPUs present.
+    """gres.conf devices that are missing, and slurmd -G when none is.
 
-    slurmd -C is read by the slurm_common role's slurm_node_info module (fact slurm_node).
+    slurmd -C, the GPUs and the NVML plugin are read by the slurm_common role's
+    slurm_node_info module (fact slurm_node) in the same doctor run.
     """
     missing = [f for f in gres_files(conf_dir) if not os.path.exists(f)]
-    smi = shutil.which("nvidia-smi")
     return {
         # slurmd -G waits for ever on a missing device ("Waiting for gres.conf file").
         "slurmd_g": run(["slurmd", "-G"], timeout=8)
         if not missing
         else {"rc": 1, "out": "", "err": "not run: gres.conf devices missing"},
         "gres_missing": missing,
-        "devices": sorted(glob.glob("/dev/nvidia[0-9]*")),
-        "nvidia_smi": run(
-            [smi, "--query-gpu=index,name,uuid,memory.total", "--format=csv,noheader"]
-        )
-        if smi
-        else None,
-        "nvml_plugin": any(glob.glob(p) for p in NVML_GLOBS),
     }
 
 
@@ -223,15 +200,7 @@ def shared(path: str, job_user: str, run_id: str, token: str, host: str, is_ctl:
     res = run(["findmnt", "--noheadings", "--output=SOURCE,FSTYPE", "--target", path])
     # Stacked mounts list bottom first: the last line is what the path shows.
     mounts = res["out"].strip().splitlines()
-    out = {
-        "path": path,
-        "mount": " ".join(mounts[-1].split()) if mounts else "",
-        "exists": os.path.isdir(path),
-    }
-    try:
-        out["dev"] = os.stat(path).st_dev
-    except OSError:
-        out["dev"] = None
+    out = {"path": path, "mount": " ".join(mounts[-1].split()) if mounts else ""}
     base = os.path.join(path, ".cluster-doctor")
     folder = os.path.join(base, run_id)
     target = os.path.join(folder, host)
@@ -245,7 +214,12 @@ def shared(path: str, job_user: str, run_id: str, token: str, host: str, is_ctl:
     if job_user and job_user != "root" and os.geteuid() == 0:
         argv = ["runuser", "-u", job_user, "--", *argv]
     res = run(argv)
-    out["write"] = {"ok": res["rc"] == 0, "error": res["err"].strip(), "file": target}
+    out["write"] = {
+        "ok": res["rc"] == 0,
+        "error": res["err"].strip(),
+        "file": target,
+        "token": token,
+    }
     return out
 
 
@@ -258,8 +232,6 @@ def torch_info(python: str) -> dict | None:
     if res["rc"] != 0:
         lines = (res["err"] or res["out"]).strip().splitlines()
         return {"ok": False, "error": lines[-1] if lines else f"exit {res['rc']}"}
-    import json
-
     info = json.loads(res["out"].strip().splitlines()[-1])
     info["ok"] = True
     return info
@@ -309,7 +281,6 @@ def local(p: dict) -> dict:
         files=file_hashes(p["conf_dir"]),
         ids=ids(),
         self_addrs=resolve(host),
-        controller_addrs=resolve(p["controller_name"]),
         credential=cred["out"].strip() if cred["rc"] == 0 else "",
         credential_error=cred["err"].strip() if cred["rc"] != 0 else "",
     )
@@ -357,7 +328,7 @@ def cross(p: dict) -> dict:
             tokens[name] = {"ok": False, "error": exc.strerror}
     with ThreadPoolExecutor(max_workers=8) as pool:
         decoded = dict(zip(p["decode"], pool.map(decode, p["decode"].values()), strict=True))
-    return {"decoded": decoded, "tokens": tokens, "time": time.time()}
+    return {"decoded": decoded, "tokens": tokens}
 
 
 def main() -> None:
@@ -365,7 +336,6 @@ def main() -> None:
         argument_spec={
             "phase": {"type": "str", "choices": ["local", "cross"], "required": True},
             "controller": {"type": "bool", "default": False},
-            "controller_name": {"type": "str", "default": ""},
             "compute": {"type": "bool", "default": False},
             "munge_key": {"type": "path", "default": "/etc/munge/munge.key"},
             "conf_dir": {"type": "path", "default": "/etc/slurm"},
