@@ -257,8 +257,9 @@ def test_hand_edited_slurm_conf_on_one_node(probes: dict) -> None:
     probes["node1"]["local"]["files"]["slurm.conf"] = "a" * 64
     rep = report(probes)
     assert causes(rep) == [("node1", "config.files")]
+    # node1 runs configless: the file is slurmd's copy fetched from the controller.
     assert rep["causes"][0]["evidence"].startswith(
-        "slurm.conf sha256 aaaaaaaaaaaa… differs from what site.yml writes"
+        "/run/slurm/conf/slurm.conf sha256 aaaaaaaaaaaa… differs from what site.yml writes"
     )
 
 
@@ -366,13 +367,36 @@ def test_gres_files_expand_ranges(tmp_path: Path) -> None:
     (tmp_path / "gres.conf").write_text(
         "# managed\nName=gpu Type=h100 File=/dev/nvidia[0-3]\nName=gpu File=/dev/nvidia7\n"
     )
-    assert probe.gres_files(str(tmp_path)) == [
+    assert probe.gres_files(str(tmp_path), "node1") == [
         "/dev/nvidia0",
         "/dev/nvidia1",
         "/dev/nvidia2",
         "/dev/nvidia3",
         "/dev/nvidia7",
     ]
+
+
+def test_gres_files_of_the_cluster_wide_file_are_this_nodes(tmp_path: Path) -> None:
+    (tmp_path / "gres.conf").write_text(
+        "NodeName=node1 Name=gpu File=/dev/nvidia[0-1]\n"
+        "NodeName=node2 Name=gpu File=/dev/nvidia9\n"
+        "# node3: no GPUs.\n"
+    )
+    assert probe.gres_files(str(tmp_path), "node1") == ["/dev/nvidia0", "/dev/nvidia1"]
+    assert probe.gres_files(str(tmp_path), "node2") == ["/dev/nvidia9"]
+    assert probe.gres_files(str(tmp_path), "node3") == []
+
+
+def test_configless_nodes_are_read_from_slurmds_copies(tmp_path: Path, monkeypatch) -> None:
+    etc, run = tmp_path / "etc", tmp_path / "run"
+    etc.mkdir()
+    run.mkdir()
+    monkeypatch.setattr(probe, "CONFIGLESS_DIR", str(run))
+    assert probe.config_dir(str(etc)) == str(etc)  # neither: the usual folder
+    (run / "slurm.conf").write_text("x")
+    assert probe.config_dir(str(etc)) == str(run)
+    (etc / "slurm.conf").write_text("x")  # the controller's own file wins
+    assert probe.config_dir(str(etc)) == str(etc)
 
 
 def test_real_gpus_without_the_nvml_plugin_warn(probes: dict) -> None:

@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "roles/cluster_preflight/filter_plugins"))
 import inventory_check as ic  # noqa: E402
 
 GOOD = {
-    "slurm_common_cluster_name": "lab",
+    "cluster_name": "lab",
     "slurm_common_partitions": [
         {"name": "gpu", "default": True, "max_time": "1-00:00:00"},
         {"name": "debug", "nodes": ["node1"], "max_time": "30:00"},
@@ -145,20 +145,20 @@ CASES = [
     ),
     (
         "cluster-name-space",
-        with_(slurm_common_cluster_name="My Lab"),
+        with_(cluster_name="My Lab"),
         None,
         [
-            "slurm_common_cluster_name='My Lab' is not a name Slurm's accounting takes",
-            "slurm_common_cluster_name: my_lab",
+            "cluster_name='My Lab' is not a name Slurm's accounting takes",
+            "cluster_name: my_lab",
         ],
     ),
     (
         "cluster-name-dot",
-        with_(slurm_common_cluster_name="lab.example"),
+        with_(cluster_name="lab.example"),
         None,
-        ["slurm_common_cluster_name='lab.example'"],
+        ["cluster_name='lab.example'"],
     ),
-    ("cluster-name-too-long", with_(slurm_common_cluster_name="a" * 41), None, ["at most 40"]),
+    ("cluster-name-too-long", with_(cluster_name="a" * 41), None, ["at most 40"]),
     (
         "qos-tres",
         with_(slurm_controller_qos=[{"name": "gpu-hours", "grp_tres_mins": "gpu=6000"}]),
@@ -235,21 +235,33 @@ CASES = [
     ),
     (
         "venv-in-usr",
-        with_(pytorch_venv="/usr"),
+        with_(cluster_venv="/usr"),
         None,
-        ["pytorch_venv='/usr' is /usr, a system directory"],
+        ["cluster_venv='/usr' is /usr, a system directory"],
     ),
     (
         "dbd-port-range",
-        with_(slurm_dbd_port=70000),
+        with_(cluster_slurmdbd_port=70000),
         None,
-        ["slurm_dbd_port=70000 is not a TCP port (1-65535)"],
+        ["cluster_slurmdbd_port=70000 is not a TCP port (1-65535)"],
     ),
     (
         "dbd-port-slurmd",
-        with_(slurm_dbd_port=6818),
+        with_(cluster_slurmdbd_port=6818),
         None,
-        ["slurm_dbd_port=6818 is slurmctld's or slurmd's port"],
+        ["cluster_slurmdbd_port=6818 is also cluster_slurmd_port"],
+    ),
+    (
+        "slurmctld-port-range",
+        with_(cluster_slurmctld_port=0),
+        None,
+        ["cluster_slurmctld_port=0 is not a TCP port (1-65535)"],
+    ),
+    (
+        "slurmd-port-moved-onto-slurmctld",
+        with_(cluster_slurmd_port=6817),
+        None,
+        ["cluster_slurmd_port=6817 is also cluster_slurmctld_port", "cluster_slurmd_port: 6818"],
     ),
     (
         "dbd-name",
@@ -351,10 +363,10 @@ def test_tres_grammar(value, ok) -> None:
 
 
 def test_a_group_value_wrong_on_every_host_is_reported_once() -> None:
-    hv = {h: {"slurm_common_cluster_name": "Bad Name"} for h in ("ctl", "node1")}
+    hv = {h: {"cluster_name": "Bad Name"} for h in ("ctl", "node1")}
     problems = ic.inventory_problems(hv, {"all": ["ctl", "node1"], "slurm_compute": ["node1"]})
     assert problems == [
-        "all hosts: slurm_common_cluster_name='Bad Name' is not a name Slurm's accounting takes "
+        "all hosts: cluster_name='Bad Name' is not a name Slurm's accounting takes "
         "(lower-case letters, digits and _, a letter first, at most 40). "
-        "Fix: e.g. slurm_common_cluster_name: bad_name"
+        "Fix: e.g. cluster_name: bad_name"
     ]

@@ -108,18 +108,18 @@ PartitionName=main Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP
         (BASE.replace("ReturnToService=2", "ReturnToService=1"), "reconfigure"),
         (BASE + "PartitionName=cpu Nodes=node2 MaxTime=1:00:00 State=UP\n", "reconfigure"),
         (BASE.replace("proctrack/cgroup", "proctrack/linuxproc"), "restart"),
-        (BASE + "NodeName=node3 CPUs=2 RealMemory=22899 State=UNKNOWN\n", "restart"),
+        (BASE + "NodeName=node3 CPUs=2 RealMemory=22899 State=UNKNOWN\n", "nodes"),
         (BASE + "AccountingStorageTRES=gres/gpu\n", "restart"),
         (
             BASE.replace("NodeName=node2 CPUs=2 RealMemory=22899 Gres=gpu:1 State=UNKNOWN\n", ""),
-            "restart",
+            "nodes",
         ),
         (
             BASE.replace(
                 "RealMemory=22899 Gres=gpu:1 State=UNKNOWN\nNodeName=node2",
                 "RealMemory=20000 Gres=gpu:1 State=UNKNOWN\nNodeName=node2",
             ),
-            "restart",
+            "nodes",
         ),
     ],
     ids=[
@@ -137,6 +137,38 @@ PartitionName=main Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP
 )
 def test_change_classification(new: str, expected: str) -> None:
     assert f.slurm_conf_change(BASE, new) == expected
+
+
+def test_a_node_change_with_a_restart_key_is_a_restart() -> None:
+    new = BASE.replace("proctrack/cgroup", "proctrack/linuxproc") + "NodeName=node3 CPUs=2\n"
+    assert f.slurm_conf_change(BASE, new) == "restart"
+
+
+def test_configless_is_switched_on_by_a_restart() -> None:
+    assert f.slurm_conf_change(BASE, BASE + "SlurmctldParameters=enable_configless\n") == "restart"
+
+
+GRES = """# managed
+NodeName=node1 Name=gpu File=/dev/nvidia0
+NodeName=node2 Name=gpu File=/dev/nvidia0
+# node3: no GPUs.
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (GRES, GRES, []),
+        (GRES, GRES.replace("# managed", "# managed by ansible"), []),
+        (GRES, GRES + "NodeName=node2 Name=gpu File=/dev/nvidia1\n", ["node2"]),
+        (GRES, GRES.replace("NodeName=node1 Name=gpu File=/dev/nvidia0\n", ""), ["node1"]),
+        (GRES, GRES.replace("# node3: no GPUs.", "NodeName=node3 AutoDetect=nvml"), ["node3"]),
+        (None, GRES, ["node1", "node2"]),
+    ],
+    ids=["same", "comment", "gpu-added", "gpu-gone", "new-gpu-node", "first-install"],
+)
+def test_gres_changed_nodes(old: str | None, new: str, expected: list) -> None:
+    assert f.gres_changed_nodes(old, new) == expected
 
 
 def test_first_install_is_a_restart() -> None:

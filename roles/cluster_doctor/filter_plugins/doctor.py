@@ -368,12 +368,14 @@ class _Doctor:
         for h in self.hosts:
             want = expected.get(h) or {}
             have = self.local[h].get("files", {})
+            where = self.local[h].get("conf_dir", "/etc/slurm")
             bad = []
             for name, sha in sorted(want.items()):
                 if have.get(name) != sha:
                     got = (have.get(name) or "missing")[:12]
                     bad.append(
-                        f"{name} sha256 {got}… differs from what site.yml writes ({sha[:12]}…)"
+                        f"{where}/{name} sha256 {got}… differs from what site.yml writes "
+                        f"({sha[:12]}…)"
                     )
             if bad:
                 self.add(
@@ -387,7 +389,10 @@ class _Doctor:
                 self.add(h, "config.files", "SKIP", "no expected hashes")
             else:
                 self.add(
-                    h, "config.files", "PASS", ", ".join(sorted(want)) + " as site.yml writes them"
+                    h,
+                    "config.files",
+                    "PASS",
+                    f"{where}: " + ", ".join(sorted(want)) + " as site.yml writes them",
                 )
 
     def daemons(self) -> None:

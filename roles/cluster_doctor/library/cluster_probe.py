@@ -50,6 +50,7 @@ options:
 
 SERVICES = ("munge", "slurmd", "slurmctld", "slurmdbd")
 CONF_FILES = ("slurm.conf", "gres.conf", "cgroup.conf")
+CONFIGLESS_DIR = "/run/slurm/conf"
 TORCH_SNIPPET = (
     "import json, torch; print(json.dumps({'version': torch.__version__, "
     "'cuda': torch.version.cuda, 'device_count': torch.cuda.device_count()}))"
@@ -160,15 +161,38 @@ def connect(host: str, port: int, timeout: float) -> dict:
     return {"ok": True, "target": f"{host}:{port}"}
 
 
-def gres_files(conf_dir: str) -> list[str]:
-    """Device files named by File= in gres.conf (ranges like nvidia[0-3] expanded)."""
+def config_dir(conf_dir: str) -> str:
+    """Where this node's Slurm reads its files: conf_dir, or slurmd's fetched copies.
+
+    A configless compute node has no slurm.conf in conf_dir; slurmd keeps what it
+    fetched from slurmctld in /run/slurm/conf (as the client commands there read it).
+    """
+    if not os.path.exists(os.path.join(conf_dir, "slurm.conf")) and os.path.exists(
+        os.path.join(CONFIGLESS_DIR, "slurm.conf")
+    ):
+        return CONFIGLESS_DIR
+    return conf_dir
+
+
+def gres_files(conf_dir: str, node: str) -> list[str]:
+    """Device files gres.conf names for `node` (ranges like nvidia[0-3] expanded).
+
+    Lines with NodeName= count only for that node (the controller's gres.conf
+    holds every node's); lines without one count for all.
+    """
     try:
         with open(os.path.join(conf_dir, "gres.conf")) as handle:
             text = handle.read()
     except OSError:
         return []
+    mine = []
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0]
+        m = re.search(r"(?:^|\s)NodeName=(\S+)", line)
+        if m is None or m.group(1) == node:
+            mine.append(line)
     files = []
-    for spec in re.findall(r"File=(\S+)", text):
+    for spec in re.findall(r"File=(\S+)", "\n".join(mine)):
         m = re.fullmatch(r"(.*)\[(\d+)-(\d+)\]", spec)
         if m:
             files += [f"{m.group(1)}{i}" for i in range(int(m.group(2)), int(m.group(3)) + 1)]
@@ -177,16 +201,16 @@ def gres_files(conf_dir: str) -> list[str]:
     return files
 
 
-def hardware(conf_dir: str) -> dict:
+def hardware(conf_dir: str, node: str) -> dict:
     """gres.conf devices that are missing, and slurmd -G when none is.
 
     slurmd -C, the GPUs and the NVML plugin are read by the slurm_common role's
     slurm_node_info module (fact slurm_node) in the same doctor run.
     """
-    missing = [f for f in gres_files(conf_dir) if not os.path.exists(f)]
+    missing = [f for f in gres_files(conf_dir, node) if not os.path.exists(f)]
     return {
         # slurmd -G waits for ever on a missing device ("Waiting for gres.conf file").
-        "slurmd_g": run(["slurmd", "-G"], timeout=8)
+        "slurmd_g": run(["slurmd", "-f", os.path.join(conf_dir, "slurm.conf"), "-G"], timeout=8)
         if not missing
         else {"rc": 1, "out": "", "err": "not run: gres.conf devices missing"},
         "gres_missing": missing,
@@ -240,6 +264,7 @@ def torch_info(python: str) -> dict | None:
 def local(p: dict) -> dict:
     host = socket.gethostname().split(".")[0]
     now = time.time()
+    conf_dir = config_dir(p["conf_dir"])
     with ThreadPoolExecutor(max_workers=8) as pool:
         jobs = {
             "services": pool.submit(services),
@@ -268,7 +293,7 @@ def local(p: dict) -> dict:
             ),
         }
         if p["compute"]:
-            jobs["hardware"] = pool.submit(hardware, p["conf_dir"])
+            jobs["hardware"] = pool.submit(hardware, conf_dir, host)
         if p["controller"]:
             jobs["ping"] = pool.submit(run, ["scontrol", "ping"])
             jobs["nodes"] = pool.submit(run, ["scontrol", "--oneliner", "show", "node"])
@@ -278,7 +303,8 @@ def local(p: dict) -> dict:
         host=host,
         time=now,
         key=key_info(p["munge_key"]),
-        files=file_hashes(p["conf_dir"]),
+        files=file_hashes(conf_dir),
+        conf_dir=conf_dir,
         ids=ids(),
         self_addrs=resolve(host),
         credential=cred["out"].strip() if cred["rc"] == 0 else "",

@@ -100,7 +100,8 @@ SYSTEM_DIRS = {
     "/var/lib",
     "/var/log",
 }
-SLURM_PORTS = {6817, 6818}
+# The daemons' ports (role cluster_names) and their defaults.
+PORTS = {"cluster_slurmctld_port": 6817, "cluster_slurmd_port": 6818, "cluster_slurmdbd_port": 6819}
 
 
 def slurm_time_ok(value: object) -> bool:
@@ -191,11 +192,11 @@ def _cluster_name(c: _Check, host: str, value: Any) -> None:
     if not CLUSTER_NAME.match(str(value)):
         c.bad(
             host,
-            "slurm_common_cluster_name",
+            "cluster_name",
             value,
             "is not a name Slurm's accounting takes (lower-case letters, digits and _, "
             "a letter first, at most 40)",
-            f"e.g. slurm_common_cluster_name: {_suggest_name(value)}",
+            f"e.g. cluster_name: {_suggest_name(value)}",
         )
 
 
@@ -382,15 +383,17 @@ def _port(var: str) -> Callable[[_Check, str, Any], None]:
     def check(c: _Check, host: str, value: Any) -> None:
         port = _int(value)
         if port is None or not 1 <= port <= 65535:
-            c.bad(host, var, value, "is not a TCP port (1-65535)", f"e.g. {var}: 6819")
-        elif port in SLURM_PORTS:
-            c.bad(
-                host,
-                var,
-                value,
-                "is slurmctld's or slurmd's port (6817, 6818)",
-                f"e.g. {var}: 6819",
-            )
+            c.bad(host, var, value, "is not a TCP port (1-65535)", f"e.g. {var}: {PORTS[var]}")
+            return
+        for other, default in PORTS.items():
+            if other != var and _int(c.hv[host].get(other, default)) == port:
+                c.bad(
+                    host,
+                    var,
+                    value,
+                    f"is also {other} (each Slurm daemon needs its own port)",
+                    f"e.g. {var}: {PORTS[var]}",
+                )
 
     return check
 
@@ -434,7 +437,7 @@ def _overrides(c: _Check, host: str, value: Any) -> None:
 
 
 CHECKS: dict[str, Callable[[_Check, str, Any], None]] = {
-    "slurm_common_cluster_name": _cluster_name,
+    "cluster_name": _cluster_name,
     "slurm_common_partitions": _partitions,
     "slurm_common_extra_config": _extra_config,
     "slurm_common_realmemory_margin_percent": _int_range(
@@ -445,7 +448,9 @@ CHECKS: dict[str, Callable[[_Check, str, Any], None]] = {
     "slurm_compute_ready_timeout": _int_range("slurm_compute_ready_timeout", 1, None, 90),
     "slurm_controller_qos": _qos,
     "slurm_controller_accounts": _accounts,
-    "slurm_dbd_port": _port("slurm_dbd_port"),
+    "cluster_slurmctld_port": _port("cluster_slurmctld_port"),
+    "cluster_slurmd_port": _port("cluster_slurmd_port"),
+    "cluster_slurmdbd_port": _port("cluster_slurmdbd_port"),
     "slurm_dbd_db_name": _pattern(
         "slurm_dbd_db_name", r"[A-Za-z0-9_]{1,64}", "a MariaDB database name", "slurm_acct_db"
     ),
@@ -456,7 +461,7 @@ CHECKS: dict[str, Callable[[_Check, str, Any], None]] = {
     "shared_fs_path": _path("shared_fs_path"),
     "shared_fs_nfs_export": _path("shared_fs_nfs_export"),
     "nfs_server_exports": _exports,
-    "pytorch_venv": _path("pytorch_venv"),
+    "cluster_venv": _path("cluster_venv"),
     "smoke_train_time_limit": _int_range("smoke_train_time_limit", 1, None, 10),
     "smoke_train_nodes": _int_range("smoke_train_nodes", 0, None, 0),
     "smoke_train_immediate": _int_range("smoke_train_immediate", 1, None, 60),

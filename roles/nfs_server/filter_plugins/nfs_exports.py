@@ -70,7 +70,7 @@ def nfs_export_problems(
         if not clients:
             problems.append(
                 f"export {name} has no clients: put the cluster's hosts in "
-                "nfs_server_client_group, set nfs_server_networks or the export's clients"
+                "cluster_groups.cluster, set nfs_server_networks or the export's clients"
             )
         for client in clients:
             if not CLIENT_RE.match(str(client)):

@@ -34,6 +34,7 @@ RESTART_KEYS = {
     "SelectType",
     "SelectTypeParameters",
     "SlurmctldHost",
+    "SlurmctldParameters",
     "SlurmctldPort",
     "SlurmdPort",
     "SlurmdSpoolDir",
@@ -121,19 +122,45 @@ def _parse(text: str) -> tuple[dict, dict, dict]:
 
 
 def slurm_conf_change(old: str | None, new: str) -> str:
-    """'none', 'reconfigure' or 'restart' for a slurm.conf going from old to new."""
+    """How a slurm.conf going from old to new is applied.
+
+    'none'; 'reconfigure' (scontrol reconfigure takes it); 'nodes' (nodes
+    added, removed or redefined: slurmctld restarts, then a reconfigure hands
+    the new file to every slurmd); 'restart' (keys only a restart of every
+    daemon applies, or a first install).
+    """
     if not old:
         return "restart"
     old_keys, old_nodes, old_parts = _parse(old)
     new_keys, new_nodes, new_parts = _parse(new)
-    if old_nodes != new_nodes:
-        return "restart"  # nodes added, removed or redefined
     changed = {k for k in old_keys.keys() | new_keys.keys() if old_keys.get(k) != new_keys.get(k)}
     if changed & RESTART_KEYS:
         return "restart"
+    if old_nodes != new_nodes:
+        return "nodes"
     if changed or old_parts != new_parts:
         return "reconfigure"
     return "none"
+
+
+def gres_nodes(text: str | None) -> dict:
+    """{NodeName: [its gres.conf lines]} of a cluster-wide gres.conf (NodeName= lines)."""
+    out: dict = {}
+    for raw in (text or "").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line.startswith("NodeName="):
+            name, _, rest = line[len("NodeName=") :].partition(" ")
+            out.setdefault(name, []).append(rest.strip())
+    return out
+
+
+def gres_changed_nodes(old: str | None, new: str) -> list:
+    """NodeNames whose gres.conf lines differ between two cluster-wide gres.conf texts.
+
+    slurmd reads its GPUs only when it starts: these nodes' slurmd restart.
+    """
+    before, after = gres_nodes(old), gres_nodes(new)
+    return sorted(n for n in before.keys() | after.keys() if before.get(n) != after.get(n))
 
 
 class FilterModule:
@@ -144,4 +171,5 @@ class FilterModule:
             "slurm_gres_spec": gres_spec,
             "slurm_gres_lines": gres_lines,
             "slurm_conf_change": slurm_conf_change,
+            "slurm_gres_changed_nodes": gres_changed_nodes,
         }
