@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import sys
 from pathlib import Path
 
@@ -169,6 +170,17 @@ NodeName=node2 Name=gpu File=/dev/nvidia0
 )
 def test_gres_changed_nodes(old: str | None, new: str, expected: list) -> None:
     assert f.gres_changed_nodes(old, new) == expected
+
+
+def test_stale_copies_first_node_wins() -> None:
+    lines = [
+        "removed '/etc/slurm/slurm.conf'",
+        "stale slurm.conf " + base64.b64encode(b"ClusterName=a\n").decode(),
+        "stale slurm.conf " + base64.b64encode(b"ClusterName=b\n").decode(),
+        "stale gres.conf " + base64.b64encode(b"").decode(),
+    ]
+    assert f.stale_copies(lines) == {"slurm.conf": "ClusterName=a\n", "gres.conf": ""}
+    assert f.stale_copies([]) == {}
 
 
 def test_first_install_is_a_restart() -> None:

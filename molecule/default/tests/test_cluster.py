@@ -57,11 +57,10 @@ def test_munge_key_identical_and_credentials_cross_nodes() -> None:
         assert "STATUS:          Success (0)" in out.stdout
 
 
-def test_slurm_conf_identical_everywhere() -> None:
-    sums = {n: host(n).check_output("sha256sum /etc/slurm/slurm.conf").split()[0] for n in ALL}
-    assert len(set(sums.values())) == 1, sums
+def test_slurm_conf_on_the_controller_only_and_fetched_by_each_slurmd() -> None:
     conf = host("ctl").file("/etc/slurm/slurm.conf")
     assert conf.mode == 0o644
+    assert conf.contains("^SlurmctldParameters=enable_configless$")
     assert conf.contains("^SlurmctldHost=ctl$")
     assert conf.contains("^GresTypes=gpu$")
     assert conf.contains("^ReturnToService=2$")
@@ -73,13 +72,28 @@ def test_slurm_conf_identical_everywhere() -> None:
         "^NodeName=node2 CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 "
         "RealMemory=[1-9][0-9]* Gres=gpu:1 State=UNKNOWN$"
     )
+    files = ("slurm.conf", "gres.conf", "cgroup.conf")
+    want = host("ctl").check_output("cd /etc/slurm && sha256sum " + " ".join(files))
+    for n in COMPUTE:
+        h = host(n)
+        for name in files:
+            assert not h.file(f"/etc/slurm/{name}").exists, f"{n} holds a local {name}"
+        assert h.check_output("cd /run/slurm/conf && sha256sum " + " ".join(files)) == want, n
+        assert "--conf-server=ctl:6817" in h.check_output("systemctl show -p Environment slurmd")
+        # Client commands on a compute node read slurmd's copy.
+        assert (
+            h.check_output("sinfo --noheader --format=%P").split()
+            == host("ctl").check_output("sinfo --noheader --format=%P").split()
+        )
 
 
 @pytest.mark.parametrize("name", COMPUTE)
-def test_gres_conf_names_the_gpu(name: str) -> None:
-    gres = host(name).file("/etc/slurm/gres.conf")
-    assert gres.exists
-    assert gres.contains("^Name=gpu File=/dev/nvidia0$")
+def test_gres_conf_names_each_nodes_gpu(name: str) -> None:
+    gres = host("ctl").file("/etc/slurm/gres.conf")
+    assert gres.contains(f"^NodeName={name} Name=gpu File=/dev/nvidia0$")
+    # slurmd reads its own line from the fetched file.
+    out = host(name).check_output("slurmd -f /run/slurm/conf/slurm.conf -G 2>&1")
+    assert "Name=gpu" in out and "File=/dev/nvidia0" in out, out
 
 
 def test_slurmctld_running_and_listening() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -13,6 +14,10 @@ import yaml
 from conftest import ROOT, host, platforms
 
 NEW = "node3"
+
+
+def invocation(name: str, unit: str) -> str:
+    return host(name).check_output(f"systemctl show --property=InvocationID --value {unit}")
 
 
 def node_state(name: str) -> str:
@@ -62,22 +67,36 @@ def test_limit_adds_a_node_and_a_full_run_removes_it(run_playbook, node3: Path) 
     )
     assert prepare.returncode == 0, prepare.stdout + prepare.stderr
 
+    old = ("node1", "node2")
+    slurmd_runs = {n: invocation(n, "slurmd") for n in old}
+    ctld_run = invocation("ctl", "slurmctld")
     added = run_playbook("site.yml", "--limit", NEW, inventories=(node3,))
     out = added.stdout + added.stderr
     assert added.returncode == 0, out
-    assert "Restart slurmctld outside --limit" in out
+    # Configless: the run touched the new node and the controller only.
+    # (Ansible names every host a task ran on, or was delegated to, as [host] or [x -> host].)
+    touched = set(re.findall(r"\[(?:[\w.-]+ -> )?([\w.-]+)\]", out)) & {"ctl", *old, NEW}
+    assert touched == {"ctl", NEW}, touched
+    assert invocation("ctl", "slurmctld") != ctld_run  # a node added: slurmctld restarted
+    assert {n: invocation(n, "slurmd") for n in old} == slurmd_runs
 
-    sums = {
-        n: testinfra.get_host(f"docker://{n}").check_output("sha256sum /etc/slurm/slurm.conf")
-        for n in ("ctl", "node1", "node2", NEW)
-    }
-    assert len({s.split()[0] for s in sums.values()}) == 1, sums
+    # The running slurmds took the new slurm.conf from the reconfigure.
+    want = host("ctl").check_output("sha256sum < /etc/slurm/slurm.conf")
+    for n in (*old, NEW):
+        h = testinfra.get_host(f"docker://{n}")
+        assert h.check_output("sha256sum < /run/slurm/conf/slurm.conf") == want, n
+        assert not h.file("/etc/slurm/slurm.conf").exists, n
     deadline = time.monotonic() + 60
     while node_state(NEW) != "idle" and time.monotonic() < deadline:
         time.sleep(2)
     assert node_state(NEW) == "idle"
     ran = host("ctl").check_output(f"timeout 60 srun --immediate=30 -w {NEW} hostname")
     assert ran.strip() == NEW
+    # One job over the old nodes and the new one (slurmd forwards to nodes it now knows).
+    ran = host("ctl").check_output(
+        f"timeout 60 srun --immediate=30 -p gpu -w node1,node2,{NEW} -N3 hostname"
+    )
+    assert sorted(ran.split()) == ["node1", "node2", NEW]
 
     removed = run_playbook("site.yml")
     assert removed.returncode == 0, removed.stdout + removed.stderr

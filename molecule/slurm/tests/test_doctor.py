@@ -104,10 +104,19 @@ FAULTS = [
     ),
     Fault(
         "slurm.conf edited by hand",
+        "ctl",
+        "config.files",
+        r"/etc/slurm/slurm.conf sha256 \w{12}… differs from what site.yml writes",
+        "sed -i 's/MaxTime=30:00/MaxTime=45:00/' /etc/slurm/slurm.conf",
+    ),
+    # A reconfigure that never reached the node (a failed run, a node that was
+    # down): site.yml hands the files out again.
+    Fault(
+        "slurmd's fetched slurm.conf out of date",
         "node1",
         "config.files",
-        r"slurm.conf sha256 \w{12}… differs from what site.yml writes",
-        "sed -i 's/MaxTime=30:00/MaxTime=45:00/' /etc/slurm/slurm.conf",
+        r"/run/slurm/conf/slurm.conf sha256 \w{12}… differs from what site.yml writes",
+        "sed -i 's/MaxTime=30:00/MaxTime=45:00/' /run/slurm/conf/slurm.conf",
     ),
     Fault(
         "GPU device missing",

@@ -78,20 +78,20 @@ def test_drift_is_reconfigured_and_a_running_job_survives(run_playbook) -> None:
         # A restart by systemd gives the unit a new InvocationID; a reconfigure
         # does not (Slurm >= 23.11 re-executes slurmctld in place: new PID).
         run_before = CTL.check_output("systemctl show --property=InvocationID --value slurmctld")
-        node2 = host("node2")
-        node2.check_output("sed -i 's/MaxTime=30:00/MaxTime=45:00/' /etc/slurm/slurm.conf")
+        slurmd_runs = {n: invocation(n, "slurmd") for n in ("node1", "node2")}
+        CTL.check_output("sed -i 's/MaxTime=30:00/MaxTime=45:00/' /etc/slurm/slurm.conf")
 
         result = run_playbook("site.yml")
         out = result.stdout + result.stderr
         assert result.returncode == 0, out
-        assert "RUNNING HANDLER [slurm_common : Reconfigure Slurm]" in out
-        assert "RUNNING HANDLER [slurm_common : Restart slurmctld]" not in out
+        reconfigured = r"TASK \[slurm_daemons : Reconfigure Slurm[^\]]*\] \**\nchanged: \[ctl\]"
+        assert re.search(reconfigured, out), out[-3000:]
 
-        sums = {
-            n: host(n).check_output("sha256sum /etc/slurm/slurm.conf").split()[0]
-            for n in ("ctl", "node1", "node2")
-        }
-        assert len(set(sums.values())) == 1, sums
+        # Every slurmd got the controller's file back through the reconfigure.
+        want = CTL.check_output("sha256sum < /etc/slurm/slurm.conf")
+        for n in ("node1", "node2"):
+            assert host(n).check_output("sha256sum < /run/slurm/conf/slurm.conf") == want, n
+            assert invocation(n, "slurmd") == slurmd_runs[n], f"slurmd restarted on {n}"
         assert CTL.check_output("systemctl show --property=InvocationID --value slurmctld") == (
             run_before
         )
@@ -105,28 +105,35 @@ def test_drift_is_reconfigured_and_a_running_job_survives(run_playbook) -> None:
         CTL.run(f"scancel {job_id}")
 
 
+def invocation(name: str, unit: str) -> str:
+    return host(name).check_output(f"systemctl show --property=InvocationID --value {unit}")
+
+
+def main_pid(name: str, unit: str) -> str:
+    return host(name).check_output(f"systemctl show --property=MainPID --value {unit}")
+
+
 def test_no_change_run_restarts_nothing(run_playbook) -> None:
-    pids = {
-        n: host(n).check_output(f"systemctl show --property=MainPID --value {unit}")
-        for n, unit in (("ctl", "slurmctld"), ("node1", "slurmd"), ("node2", "slurmd"))
-    }
-    result = run_playbook("playbooks/slurm_cluster.yml")
+    daemons = (("ctl", "slurmctld"), ("ctl", "slurmdbd"), ("node1", "slurmd"), ("node2", "slurmd"))
+    pids = {d: main_pid(*d) for d in daemons}
+    result = run_playbook("site.yml")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "RUNNING HANDLER" not in result.stdout
-    for n, unit in (("ctl", "slurmctld"), ("node1", "slurmd"), ("node2", "slurmd")):
-        assert host(n).check_output(f"systemctl show --property=MainPID --value {unit}") == pids[n]
+    recap = result.stdout[result.stdout.index("PLAY RECAP") :]
+    assert re.findall(r"changed=(\d+)", recap) == ["0"] * 4, recap  # ctl, localhost, node1, node2
+    assert {d: main_pid(*d) for d in daemons} == pids
 
 
 def test_a_slurm_conf_slurm_refuses_never_replaces_the_live_one(run_playbook) -> None:
-    nodes = ("ctl", "node1", "node2")
-    before = {n: host(n).check_output("sha256sum /etc/slurm/slurm.conf") for n in nodes}
+    copies = {"ctl": "/etc/slurm/slurm.conf", "node1": "/run/slurm/conf/slurm.conf"}
+    copies["node2"] = copies["node1"]
+    before = {n: host(n).check_output(f"sha256sum {path}") for n, path in copies.items()}
     # Passes the inventory checks (a CamelCase key, one value), refused by Slurm's parser.
     bad = '{"slurm_common_extra_config": {"SlurmdTimeout": 30, "MaxJobCount": "lots"}}'
     done = run_playbook("site.yml", "-e", bad)
     assert done.returncode != 0
     assert "MaxJobCount value (lots) is not a valid number" in done.stdout
     assert re.search(r"slurm.conf line \d+:MaxJobCount=lots", done.stdout)
-    assert {n: host(n).check_output("sha256sum /etc/slurm/slurm.conf") for n in nodes} == before
+    assert {n: host(n).check_output(f"sha256sum {path}") for n, path in copies.items()} == before
     assert CTL.check_output("sinfo --noheader --format=%P").split() == ["gpu*", "debug"]
 
 

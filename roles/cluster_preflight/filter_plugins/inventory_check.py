@@ -100,7 +100,7 @@ SYSTEM_DIRS = {
     "/var/lib",
     "/var/log",
 }
-# The daemons' ports (role cluster_names) and their defaults.
+# The daemons' ports (role cluster) and their defaults.
 PORTS = {"cluster_slurmctld_port": 6817, "cluster_slurmd_port": 6818, "cluster_slurmdbd_port": 6819}
 
 

@@ -5,6 +5,7 @@ Pure functions, unit-tested in tests/test_slurm_conf_filters.py.
 
 from __future__ import annotations
 
+import base64
 import runpy
 from collections import Counter
 from pathlib import Path
@@ -163,6 +164,16 @@ def gres_changed_nodes(old: str | None, new: str) -> list:
     return sorted(n for n in before.keys() | after.keys() if before.get(n) != after.get(n))
 
 
+def stale_copies(lines: list) -> dict:
+    """{file name: content} from `stale NAME BASE64` lines (the first node's copy of each)."""
+    out: dict = {}
+    for line in lines:
+        parts = str(line).split(" ")
+        if len(parts) == 3 and parts[0] == "stale" and parts[1] not in out:
+            out[parts[1]] = base64.b64decode(parts[2]).decode()
+    return out
+
+
 class FilterModule:
     def filters(self) -> dict:
         return {
@@ -172,4 +183,5 @@ class FilterModule:
             "slurm_gres_lines": gres_lines,
             "slurm_conf_change": slurm_conf_change,
             "slurm_gres_changed_nodes": gres_changed_nodes,
+            "slurm_stale_copies": stale_copies,
         }
