@@ -103,3 +103,13 @@ def test_controller_older_than_slurmdbd_is_fine_the_reverse_is_not() -> None:
     assert v.slurm_upgrade_problems(bad)[0].startswith(
         "ctl: slurmctld would run 23.11, newer than slurmdbd 22.05 on db"
     )
+
+
+def test_upgrades_name_each_daemon_that_changes_release() -> None:
+    installed = {"slurmdbd": "22.05.8-4+deb12u3", "slurmd": "23.02.1", "slurm-client": "22.05.8"}
+    assert v.slurm_upgrades(installed, "23.02") == {
+        "slurmdbd": {"from": "22.05.8-4+deb12u3", "to": "23.02"}
+    }
+    assert v.slurm_upgrades(installed, "22.05") == {"slurmd": {"from": "23.02.1", "to": "22.05"}}
+    assert v.slurm_upgrades({}, "24.11") == {}
+    assert v.slurm_upgrades(None, "24.11") == {}

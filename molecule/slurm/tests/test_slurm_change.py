@@ -153,3 +153,59 @@ def test_a_slurm_release_jump_is_refused_before_any_package(run_playbook) -> Non
     assert re.search(r"node1: slurmd \S+ ", out)
     assert "Install the Slurm packages" not in out  # stopped before apt
     assert CTL.check_output("sinfo --noheader --format=%P").split() == ["gpu*", "debug"]
+
+
+def test_an_upgrade_dumps_the_database_first_then_goes_dbd_ctld_nodes(run_playbook) -> None:
+    # The next release after the installed one (an upgrade Slurm supports). The
+    # distribution has no newer package here, so apt changes nothing: what is
+    # proven is the dump (written, restorable) and the order of the steps.
+    installed = CTL.check_output("dpkg-query --showformat='${Version}' --show slurmdbd")
+    nxt = {"22.05": "23.02", "24.11": "25.05"}[installed[:5]]
+    done = run_playbook("site.yml", "-e", f"__slurm_common_version={nxt}")
+    out = done.stdout
+    assert done.returncode == 0, out[-4000:]
+    steps = [
+        "TASK [slurm_dbd : Stop slurmdbd and dump the accounting database",
+        "TASK [slurm_dbd : Install MariaDB and slurmdbd]",
+        "TASK [slurm_daemons : Start slurmdbd",
+        "TASK [slurm_daemons : Upgrade slurmctld to its distribution's release]",
+        "TASK [slurm_daemons : Start slurmctld",
+        "TASK [slurm_daemons : Upgrade slurmd on this batch]",
+    ]
+    at = [out.index(s) for s in steps]
+    assert at == sorted(at), list(zip(steps, at, strict=True))
+    # One batch per node (25% of two nodes): the nodes go one after the other.
+    assert out.count("TASK [slurm_daemons : Upgrade slurmd on this batch]") == 2
+
+    dump = CTL.check_output("ls -t /var/backups/slurm/slurm_acct_db-*.sql.gz | head -n 1")
+    assert re.search(rf"slurm_acct_db-\d{{8}}T\d{{6}}-slurm-{re.escape(installed)}\.sql\.gz$", dump)
+    f = CTL.file(dump)
+    assert (f.user, f.group, f.mode) == ("root", "root", 0o600)
+    # Restorable: into an empty database, the same tables and rows.
+    count = (
+        'mysql --batch --skip-column-names -e "SELECT table_name, table_rows FROM'
+        " information_schema.tables WHERE table_schema='{}' ORDER BY table_name\""
+    )
+    try:
+        CTL.check_output(
+            "mysql -e 'DROP DATABASE IF EXISTS restore_check; CREATE DATABASE restore_check'"
+        )
+        CTL.check_output(f"zcat {dump} | mysql restore_check")
+        CTL.check_output("mysql -e 'ANALYZE TABLE restore_check.acct_table'")
+        restored = CTL.check_output(count.format("restore_check"))
+        assert "_job_table" in restored and "acct_table" in restored, restored
+        jobs = "SELECT COUNT(*) FROM {}.{}_job_table"
+        cluster = CTL.check_output("sacctmgr --noheader --parsable2 list cluster format=cluster")
+        cluster = cluster.split()[0]
+        assert CTL.check_output(
+            f"mysql --batch --skip-column-names -e '{jobs.format('restore_check', cluster)}'"
+        ) == CTL.check_output(
+            f"mysql --batch --skip-column-names -e '{jobs.format('slurm_acct_db', cluster)}'"
+        )
+    finally:
+        CTL.run("mysql -e 'DROP DATABASE IF EXISTS restore_check'")
+    # slurmdbd runs again, and accounting answers.
+    assert CTL.service("slurmdbd").is_running
+    assert cluster in CTL.check_output(
+        "sacctmgr --noheader --parsable2 list cluster format=cluster"
+    )

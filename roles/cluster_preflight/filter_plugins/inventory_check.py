@@ -458,6 +458,7 @@ CHECKS: dict[str, Callable[[_Check, str, Any], None]] = {
         "slurm_dbd_db_user", r"[A-Za-z0-9_]{1,32}", "a MariaDB user name", "slurm"
     ),
     "munge_key_path": _path("munge_key_path"),
+    "slurm_dbd_backup_dir": _path("slurm_dbd_backup_dir"),
     "shared_fs_path": _path("shared_fs_path"),
     "shared_fs_nfs_export": _path("shared_fs_nfs_export"),
     "nfs_server_exports": _exports,

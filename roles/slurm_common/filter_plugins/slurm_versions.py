@@ -94,6 +94,20 @@ def slurm_upgrade_problems(nodes: Mapping[str, Mapping]) -> list[str]:
     return problems
 
 
+def slurm_upgrades(installed: Mapping | None, target: str) -> dict:
+    """{daemon: {'from': version, 'to': release}} for the installed daemons whose
+    release differs from `target` (after slurm_upgrade_problems allowed the run)."""
+    out = {}
+    for pkg, version in sorted((installed or {}).items()):
+        if pkg in ORDER and release(version) != release(target):
+            out[pkg] = {"from": str(version), "to": release(target)}
+    return out
+
+
 class FilterModule:
     def filters(self) -> dict:
-        return {"slurm_upgrade_problems": slurm_upgrade_problems, "slurm_release": release}
+        return {
+            "slurm_upgrade_problems": slurm_upgrade_problems,
+            "slurm_release": release,
+            "slurm_upgrades": slurm_upgrades,
+        }
