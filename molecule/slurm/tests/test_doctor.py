@@ -253,7 +253,8 @@ def test_fault_is_named_repaired_and_proven(run_playbook, fault: Fault) -> None:
         assert site.returncode == 0, site.stdout[-4000:]
         rc, report, wall, out = doctor(run_playbook)
         assert (rc, report["causes"]) == (0, []), out[-3000:]
-        assert node_state(fault.node) in ("idle", "mix")
+        if fault.node != "ctl":  # a compute node takes work again
+            assert node_state(fault.node) in ("idle", "mix")
         timing["doctor_after_s"] = round(wall, 1)
         TIMINGS[fault.name] = timing
         done = True

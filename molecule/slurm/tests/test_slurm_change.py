@@ -183,27 +183,27 @@ def test_an_upgrade_dumps_the_database_first_then_goes_dbd_ctld_nodes(run_playbo
     assert (f.user, f.group, f.mode) == ("root", "root", 0o600)
     # Restorable: into an empty database, the same tables and rows.
     count = (
-        'mysql --batch --skip-column-names -e "SELECT table_name, table_rows FROM'
+        'mariadb --batch --skip-column-names -e "SELECT table_name, table_rows FROM'
         " information_schema.tables WHERE table_schema='{}' ORDER BY table_name\""
     )
     try:
         CTL.check_output(
-            "mysql -e 'DROP DATABASE IF EXISTS restore_check; CREATE DATABASE restore_check'"
+            "mariadb -e 'DROP DATABASE IF EXISTS restore_check; CREATE DATABASE restore_check'"
         )
-        CTL.check_output(f"zcat {dump} | mysql restore_check")
-        CTL.check_output("mysql -e 'ANALYZE TABLE restore_check.acct_table'")
+        CTL.check_output(f"zcat {dump} | mariadb restore_check")
+        CTL.check_output("mariadb -e 'ANALYZE TABLE restore_check.acct_table'")
         restored = CTL.check_output(count.format("restore_check"))
         assert "_job_table" in restored and "acct_table" in restored, restored
         jobs = "SELECT COUNT(*) FROM {}.{}_job_table"
         cluster = CTL.check_output("sacctmgr --noheader --parsable2 list cluster format=cluster")
         cluster = cluster.split()[0]
         assert CTL.check_output(
-            f"mysql --batch --skip-column-names -e '{jobs.format('restore_check', cluster)}'"
+            f"mariadb --batch --skip-column-names -e '{jobs.format('restore_check', cluster)}'"
         ) == CTL.check_output(
-            f"mysql --batch --skip-column-names -e '{jobs.format('slurm_acct_db', cluster)}'"
+            f"mariadb --batch --skip-column-names -e '{jobs.format('slurm_acct_db', cluster)}'"
         )
     finally:
-        CTL.run("mysql -e 'DROP DATABASE IF EXISTS restore_check'")
+        CTL.run("mariadb -e 'DROP DATABASE IF EXISTS restore_check'")
     # slurmdbd runs again, and accounting answers.
     assert CTL.service("slurmdbd").is_running
     assert cluster in CTL.check_output(
