@@ -180,6 +180,24 @@ def test_stopped_slurmd_is_the_cause_of_the_closed_port_and_the_down_node(
     assert result(rep, "node1", "slurm.node")["status"] == "PASS"
 
 
+def test_a_stopped_configless_slurmd_without_copies_is_only_the_daemons_fault(
+    probes: dict,
+) -> None:
+    # Slurm 24.11 removes /run/slurm/conf when slurmd stops: no file to compare.
+    probes["node2"]["local"]["services"]["slurmd"] = "inactive/dead"
+    probes["node2"]["local"]["files"] = dict.fromkeys(probes["node2"]["local"]["files"])
+    probes["node2"]["local"]["conf_dir"] = "/etc/slurm"
+    probes["ctl"]["local"]["ports"]["slurmd@node2"].update(ok=False, error="Connection refused")
+    rep = report(probes)
+    assert causes(rep) == [("node2", "slurm.daemon")]
+    files = result(rep, "node2", "config.files")
+    assert files["status"] == "SKIP" and "slurmd is not running" in files["evidence"]
+    # A running slurmd without its copies is a config.files FAIL of its own.
+    probes["node2"]["local"]["services"]["slurmd"] = "active/running"
+    probes["ctl"]["local"]["ports"]["slurmd@node2"].update(ok=True, error="")
+    assert ("node2", "config.files") in causes(report(probes))
+
+
 def test_slurmctld_down_is_the_controllers_fault_not_the_nodes(probes: dict) -> None:
     probes["ctl"]["local"]["services"]["slurmctld"] = "inactive/dead"
     probes["ctl"]["local"]["nodes"] = {

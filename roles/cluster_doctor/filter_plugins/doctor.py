@@ -377,7 +377,21 @@ class _Doctor:
                         f"{where}/{name} sha256 {got}… differs from what site.yml writes "
                         f"({sha[:12]}…)"
                     )
-            if bad:
+            slurmd = self.local[h].get("services", {}).get("slurmd", "absent")
+            if (
+                bad
+                and h != self.ctl
+                and not any(have.get(name) for name in want)
+                and not slurmd.startswith("active")
+            ):
+                # Configless: slurmd fetches the files when it starts; slurm.daemon names it.
+                self.add(
+                    h,
+                    "config.files",
+                    "SKIP",
+                    f"no fetched copy in {where}: slurmd is not running ({slurmd})",
+                )
+            elif bad:
                 self.add(
                     h,
                     "config.files",

@@ -208,13 +208,17 @@ def hardware(conf_dir: str, node: str) -> dict:
     slurm_node_info module (fact slurm_node) in the same doctor run.
     """
     missing = [f for f in gres_files(conf_dir, node) if not os.path.exists(f)]
-    return {
+    conf = os.path.join(conf_dir, "slurm.conf")
+    if missing:
         # slurmd -G waits for ever on a missing device ("Waiting for gres.conf file").
-        "slurmd_g": run(["slurmd", "-f", os.path.join(conf_dir, "slurm.conf"), "-G"], timeout=8)
-        if not missing
-        else {"rc": 1, "out": "", "err": "not run: gres.conf devices missing"},
-        "gres_missing": missing,
-    }
+        slurmd_g = {"rc": 1, "out": "", "err": "not run: gres.conf devices missing"}
+    elif not os.path.exists(conf):
+        # A configless node whose slurmd is stopped holds no copy (Slurm 24.11
+        # removes /run/slurm/conf); slurmd -G would wait on a fetch.
+        slurmd_g = {"rc": 0, "out": "", "err": "", "skipped": "no slurm.conf on this node"}
+    else:
+        slurmd_g = run(["slurmd", "-f", conf, "-G"], timeout=8)
+    return {"slurmd_g": slurmd_g, "gres_missing": missing}
 
 
 def shared(path: str, job_user: str, run_id: str, token: str, host: str, is_ctl: bool) -> dict:
