@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ddp_smoke import batch, launch, metrics
-from ddp_smoke.options import (
+from ddp_smoke.launch import (
     CHECK_GROUPS,
     DEFAULT_MEASURE,
     MEASURE_GROUPS,

@@ -23,7 +23,7 @@ from ddp_smoke import metrics, tcp_probe
 from ddp_smoke.checks import CheckResult, Peers, _listing
 from ddp_smoke.collectives import all_reduce_max, all_reduce_sum, barrier
 from ddp_smoke.faults import Faults
-from ddp_smoke.options import MeasureOptions
+from ddp_smoke.launch import MeasureOptions
 
 Result = dict[str, object]
 # What rank 0 tells the TCP peer: addresses to try, and the port.

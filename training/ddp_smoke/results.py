@@ -8,8 +8,8 @@ from pathlib import Path
 import torch
 
 from ddp_smoke.checks import PEERS_PASSED, CheckResult
+from ddp_smoke.launch import SlurmContext
 from ddp_smoke.results_io import write_json_atomic
-from ddp_smoke.slurm_env import SlurmContext
 
 __all__ = ["RESULT_FILE", "SCHEMA_VERSION", "RankRecord", "rank_file", "write_json_atomic"]
 

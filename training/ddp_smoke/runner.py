@@ -14,14 +14,12 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from ddp_smoke import checks, collective_checks, data_checks, launch, measure, tcp_probe, train
+from ddp_smoke import checks, collective_checks, data_checks, launch, measure, train
 from ddp_smoke.checks import CheckResult, Identity, Peers
 from ddp_smoke.faults import FAULT_ENV, Faults, parse_faults
-from ddp_smoke.launch import SpawnPlan
-from ddp_smoke.options import RunOptions
+from ddp_smoke.launch import RunOptions, SlurmContext, SpawnPlan
 from ddp_smoke.progress import Progress, Store
 from ddp_smoke.results import RESULT_FILE, RankRecord, rank_file, write_json_atomic
-from ddp_smoke.slurm_env import SlurmContext
 
 MEASUREMENTS: dict[str, Callable[[measure.Bench], dict[str, object]]] = {
     "sweep": measure.run_sweep,
@@ -232,7 +230,7 @@ def _as_dict(value: object) -> dict[str, object] | None:
 
 
 def _iface_address(iface: str | None) -> str | None:
-    return tcp_probe.interface_address(iface) if iface else None
+    return launch.interface_address(iface) if iface else None
 
 
 def select_device(local_rank: int) -> torch.device:

@@ -15,8 +15,7 @@ from multiprocessing.connection import wait as wait_for_exit
 
 import torch.multiprocessing as mp
 
-from ddp_smoke.launch import SpawnPlan
-from ddp_smoke.options import RunOptions
+from ddp_smoke.launch import RunOptions, SpawnPlan
 from ddp_smoke.runner import run_rank
 
 # After one worker fails, the others get this long past --timeout to report too.

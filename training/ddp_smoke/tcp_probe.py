@@ -11,16 +11,12 @@ and the whole transfer are bounded by ``timeout_s``.
 
 from __future__ import annotations
 
-import fcntl
 import socket
-import struct
 import time
 from dataclasses import dataclass
 
 CHUNK = 1 << 20
 ACK = b"\x06"
-_SIOCGIFADDR = 0x8915  # Linux ioctl: the IPv4 address of an interface
-_IFNAMSIZ = 16
 
 
 CONNECT_TIMEOUT_S = 5.0
@@ -30,25 +26,6 @@ CONNECT_TIMEOUT_S = 5.0
 class Listener:
     sock: socket.socket
     port: int
-
-
-def interface_names() -> list[str]:
-    return [name for _, name in socket.if_nameindex()]
-
-
-def interface_address(name: str) -> str:
-    """The IPv4 address of interface ``name``; ``ValueError`` naming it otherwise."""
-    if name not in interface_names():
-        raise ValueError(
-            f"network interface {name!r} does not exist here (have: {', '.join(interface_names())})"
-        )
-    packed = struct.pack("256s", name.encode()[: _IFNAMSIZ - 1])
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        try:
-            answer = fcntl.ioctl(sock.fileno(), _SIOCGIFADDR, packed)
-        except OSError as exc:
-            raise ValueError(f"network interface {name!r} has no IPv4 address: {exc}") from None
-    return socket.inet_ntoa(answer[20:24])
 
 
 def listen(bind_host: str, timeout_s: float) -> Listener:

@@ -13,8 +13,8 @@ from ddp_smoke.checks import (
 )
 from ddp_smoke.data_checks import shard_problems
 from ddp_smoke.faults import Faults, parse_faults
+from ddp_smoke.launch import MeasureOptions
 from ddp_smoke.measure import floor_checks, tcp_peer
-from ddp_smoke.options import MeasureOptions
 
 
 def test_no_fault_by_default() -> None:

@@ -9,8 +9,7 @@ import pytest
 
 from ddp_smoke import launch
 from ddp_smoke.__main__ import build_parser, run_options
-from ddp_smoke.options import CHECK_GROUPS, MEASURE_GROUPS, RunOptions, parse_groups
-from ddp_smoke.slurm_env import SlurmContext
+from ddp_smoke.launch import CHECK_GROUPS, MEASURE_GROUPS, RunOptions, SlurmContext, parse_groups
 
 TORCHRUN_ENV = {
     "RANK": "5",

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from ddp_smoke import tcp_probe
+from ddp_smoke import launch, tcp_probe
 from ddp_smoke.progress import Progress, describe_laggards
 from ddp_smoke.spawn import _wait
 
@@ -134,7 +134,7 @@ def test_serve_times_out_without_a_client() -> None:
 
 
 def test_interface_address_of_loopback() -> None:
-    assert tcp_probe.interface_address("lo") == "127.0.0.1"
+    assert launch.interface_address("lo") == "127.0.0.1"
 
 
 def _exit_with(code: int, delay: float) -> None:

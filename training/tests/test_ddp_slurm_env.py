@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from ddp_smoke.slurm_env import (
+from ddp_smoke.launch import (
     SlurmContext,
     derive_port,
     expand_hostlist,
-    from_env,
     resolve_hostlist,
+    srun_context,
 )
 
 
@@ -97,7 +97,7 @@ def test_derive_port_rejects_bad_job_ids(job_id: str) -> None:
 
 
 def test_from_env_reads_slurm_variables() -> None:
-    assert from_env(BASE_ENV, which=no_scontrol) == SlurmContext(
+    assert srun_context(BASE_ENV, which=no_scontrol) == SlurmContext(
         rank=3,
         world_size=8,
         local_rank=1,
@@ -110,19 +110,19 @@ def test_from_env_reads_slurm_variables() -> None:
 
 def test_from_env_falls_back_to_job_nodelist() -> None:
     env = {k: v for k, v in BASE_ENV.items() if k != "SLURM_STEP_NODELIST"}
-    assert from_env(env, which=no_scontrol).master_addr == "gpu01"
+    assert srun_context(env, which=no_scontrol).master_addr == "gpu01"
 
 
 def test_from_env_overrides() -> None:
     env = {**BASE_ENV, "MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500", "LOCAL_RANK": "0"}
-    ctx = from_env(env, which=no_scontrol)
+    ctx = srun_context(env, which=no_scontrol)
     assert (ctx.master_addr, ctx.master_port, ctx.local_rank) == ("10.0.0.5", 29500, 0)
-    assert from_env(env, master_port=31000, which=no_scontrol).master_port == 31000
+    assert srun_context(env, master_port=31000, which=no_scontrol).master_port == 31000
 
 
 def test_from_env_without_slurmd_nodename_uses_hostname() -> None:
     env = {k: v for k, v in BASE_ENV.items() if k != "SLURMD_NODENAME"}
-    assert from_env(env, which=no_scontrol).host != ""
+    assert srun_context(env, which=no_scontrol).host != ""
 
 
 @pytest.mark.parametrize(
@@ -143,4 +143,4 @@ def test_from_env_rejects(change: dict[str, str | None], message: str) -> None:
     merged = {**BASE_ENV, **change}
     env = {key: value for key, value in merged.items() if value is not None}
     with pytest.raises(ValueError, match=message):
-        from_env(env, which=no_scontrol)
+        srun_context(env, which=no_scontrol)
