@@ -10,8 +10,8 @@ from datetime import timedelta
 
 import torch
 
-from ddp_smoke.checks import CheckResult, Peers, _listing
 from ddp_smoke.collectives import all_gather, all_reduce_sum, broadcast
+from ddp_smoke.judge import CheckResult, Peers, listing
 
 ALL_REDUCE_DTYPES = (torch.int64, torch.float32)
 # float32 holds n(n+1)/2 exactly for world sizes below 5792, far above any smoke job.
@@ -105,7 +105,7 @@ def check_all_gather(
     ]
     name = check_name("all_gather", dtype, size)
     if problems:
-        return CheckResult(name, False, f"{text}: {_listing(problems, ', ')}")
+        return CheckResult(name, False, f"{text}: {listing(problems, ', ')}")
     return CheckResult(name, True, f"{text}: all {peers.world_size} parts exact")
 
 
@@ -141,4 +141,4 @@ def _blame(sent: list[torch.Tensor], peers: Peers, dtype: torch.dtype) -> str:
         for peer, value in enumerate(sent)
         if value.item() != peer + 1
     ]
-    return _listing(culprits, ", ") if culprits else "every rank sent the right value"
+    return listing(culprits, ", ") if culprits else "every rank sent the right value"

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import timedelta
 
 import torch
 from torch.utils.data import TensorDataset
 
 from ddp_smoke import train
-from ddp_smoke.checks import CheckResult, Peers, _listing
 from ddp_smoke.collectives import all_gather
+from ddp_smoke.judge import CheckResult, Peers, listing, shard_problems
 
 # Fingerprint weights: position-dependent, so reordered data changes the sum.
 _WEIGHT_MODULUS = 65521
@@ -41,7 +40,7 @@ def check_data_identical(
         if not torch.equal(item, reference)
     ]
     if problems:
-        return CheckResult("data_identical", False, _listing(problems, "; "))
+        return CheckResult("data_identical", False, listing(problems, "; "))
     count = len(dataset)
     detail = f"{count} samples identical on {peers.world_size} ranks ({_hex(reference)})"
     return CheckResult("data_identical", True, detail)
@@ -64,50 +63,12 @@ def check_sampler_shards(
         found = shard_problems([shard.tolist() for shard in shards], len(dataset), peers.hosts)
         problems += [f"epoch {epoch}: {problem}" for problem in found]
     if problems:
-        return CheckResult("sampler_shards", False, _listing(problems, "; "))
+        return CheckResult("sampler_shards", False, listing(problems, "; "))
     detail = (
         f"{config.epochs} epochs: {peers.world_size} disjoint shards of {len(sampler)} "
         f"cover all {len(dataset)} samples"
     )
     return CheckResult("sampler_shards", True, detail)
-
-
-def shard_problems(shards: Sequence[Sequence[int]], size: int, hosts: Sequence[str]) -> list[str]:
-    """Overlapping pairs of ranks, samples no rank holds, and indices out of range.
-
-    The data set size is a multiple of the world size here, so DistributedSampler
-    pads nothing and any sample held twice is a real overlap.
-    """
-    owners: dict[int, list[int]] = {}
-    for rank, shard in enumerate(shards):
-        for index in shard:
-            owners.setdefault(index, []).append(rank)
-    problems = _overlaps(owners, hosts)
-    missing = [index for index in range(size) if index not in owners]
-    if missing:
-        problems.append(f"{len(missing)} samples are on no rank (first: {missing[0]})")
-    outside = sorted(index for index in owners if not 0 <= index < size)
-    if outside:
-        problems.append(f"{len(outside)} indices outside 0-{size - 1} (first: {outside[0]})")
-    return problems
-
-
-def _overlaps(owners: dict[int, list[int]], hosts: Sequence[str]) -> list[str]:
-    pairs: dict[tuple[int, int], list[int]] = {}
-    for index, ranks in sorted(owners.items()):
-        for position, first in enumerate(ranks):
-            for second in ranks[position + 1 :]:
-                pairs.setdefault((first, second), []).append(index)
-    return [
-        f"{_holders(first, second, hosts)} {len(shared)} samples (first: {shared[0]})"
-        for (first, second), shared in sorted(pairs.items())
-    ]
-
-
-def _holders(first: int, second: int, hosts: Sequence[str]) -> str:
-    if first == second:
-        return f"rank {first} on {hosts[first]} holds twice"
-    return f"rank {first} on {hosts[first]} and rank {second} on {hosts[second]} both hold"
 
 
 def _hex(values: torch.Tensor) -> str:

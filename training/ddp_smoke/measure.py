@@ -19,11 +19,12 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from ddp_smoke import metrics, tcp_probe
-from ddp_smoke.checks import CheckResult, Peers, _listing
+from ddp_smoke import judge, tcp_probe
 from ddp_smoke.collectives import all_reduce_max, all_reduce_sum, barrier
 from ddp_smoke.faults import Faults
+from ddp_smoke.judge import Peers
 from ddp_smoke.launch import MeasureOptions
+from ddp_smoke.report import format_bytes
 
 Result = dict[str, object]
 # What rank 0 tells the TCP peer: addresses to try, and the port.
@@ -38,6 +39,14 @@ BENCH_LR = 1e-4
 BENCH = {
     "cpu": {"width": 256, "hidden": 1024, "batch": 64},
     "cuda": {"width": 1024, "hidden": 4096, "batch": 256},
+}
+
+
+# Iterations per message size: enough data to time each size, never fewer
+# than MIN or more than MAX. Gloo runs on the CPU and moves far less data.
+ITERATIONS = {
+    "gloo": {"warmup": 1, "min": 2, "max": 20, "budget_bytes": 64 << 20},
+    "nccl": {"warmup": 5, "min": 5, "max": 50, "budget_bytes": 8 << 30},
 }
 
 
@@ -74,32 +83,32 @@ def run_sweep(bench: Bench) -> Result:
     slowest = slowest.to(bench.device)
     all_reduce_max(slowest, bench.timeout, "sweep time all_reduce")
     rows = [
-        metrics.bandwidth_row(size, size // _element_size(), iters, seconds, bench.world_size)
+        judge.bandwidth_row(size, size // _element_size(), iters, seconds, bench.world_size)
         for (size, iters, _), seconds in zip(timed, slowest.tolist(), strict=True)
     ]
-    peak = metrics.peak_row(rows) or {}
+    peak = judge.peak_row(rows) or {}
     busbw = float(peak.get("busbw_GBps", 0.0))  # type: ignore[arg-type]
     return {
         "op": "all_reduce",
         "dtype": str(SWEEP_DTYPE).removeprefix("torch."),
         "ranks": bench.world_size,
-        "bus_factor": round(metrics.bus_factor(bench.world_size), 6),
+        "bus_factor": round(judge.bus_factor(bench.world_size), 6),
         "rows": rows,
         "peak_bytes": peak.get("bytes"),
         "peak_busbw_GBps": busbw,
-        "peak_busbw_Gbps": round(busbw * metrics.BITS_PER_BYTE, 6),
+        "peak_busbw_Gbps": round(busbw * judge.BITS_PER_BYTE, 6),
     }
 
 
 def _time_all_reduce(bench: Bench, size: int) -> tuple[int, int, float]:
     """``(bytes, iterations, seconds per all_reduce)`` on this rank."""
     count = max(1, size // _element_size())
-    warmup, iters = metrics.sweep_iterations(
+    warmup, iters = sweep_iterations(
         count * _element_size(), bench.backend, bench.options.sweep_iters
     )
     # Zeros stay zero however often they are summed, so no value overflows.
     tensor = torch.zeros(count, dtype=SWEEP_DTYPE, device=bench.device)
-    what = f"sweep all_reduce of {metrics.format_bytes(count * _element_size())}"
+    what = f"sweep all_reduce of {format_bytes(count * _element_size())}"
     for _ in range(warmup):
         all_reduce_sum(tensor, bench.timeout, what)
     barrier(bench.device, bench.timeout, f"{what} barrier")
@@ -192,8 +201,8 @@ def _tcp_result(bench: Bench, peer: int, offer: Offer | None, gathered: list[obj
         why = "; ".join(errors) or "no timing came back"
         result["error"] = f"between {peers.name(0)} and {peers.name(peer)}: {why}"
         return result
-    to_peer = metrics.gbps(nbytes, float(server["seconds"]))  # type: ignore[arg-type]
-    from_peer = metrics.gbps(nbytes, float(client["seconds"]))  # type: ignore[arg-type]
+    to_peer = judge.gbps(nbytes, float(server["seconds"]))  # type: ignore[arg-type]
+    from_peer = judge.gbps(nbytes, float(client["seconds"]))  # type: ignore[arg-type]
     result.update(
         to_peer_Gbps=round(to_peer, 4),
         from_peer_Gbps=round(from_peer, 4),
@@ -264,10 +273,10 @@ def _throughput_result(bench: Bench, step_s: list[float]) -> Result:
             }
             for rank, seconds in enumerate(step_s)
         ],
-        "typical_step_ms": round(metrics.typical(step_s) * 1e3, 4),
-        "worst_ratio": metrics.worst_ratio(step_s),
+        "typical_step_ms": round(judge.typical(step_s) * 1e3, 4),
+        "worst_ratio": judge.worst_ratio(step_s),
         "straggler_ratio": ratio,
-        "stragglers": metrics.stragglers(step_s, bench.peers.hosts, ratio),
+        "stragglers": judge.stragglers(step_s, bench.peers.hosts, ratio),
     }
 
 
@@ -290,7 +299,7 @@ def run_scaling(bench: Bench) -> Result:
         "batch_per_rank": bench.shape["batch"],
         "one_node": {"host": hosts[0], "ranks": len(first), "samples_per_s": round(one_rate, 2)},
         "all_nodes": {"ranks": bench.world_size, "samples_per_s": round(every, 2)},
-        "efficiency": metrics.scaling_efficiency(every, nodes, one_rate),
+        "efficiency": judge.scaling_efficiency(every, nodes, one_rate),
     }
 
 
@@ -348,57 +357,16 @@ def busbw_fraction(sweep: Result | None, tcp: Result | None) -> float | None:
     """Peak busbw over the raw TCP rate, when both were measured."""
     if not sweep or not tcp or "peak_busbw_Gbps" not in sweep or "Gbps" not in tcp:
         return None
-    return metrics.busbw_fraction(
+    return judge.busbw_fraction(
         float(sweep["peak_busbw_Gbps"]),  # type: ignore[arg-type]
         float(tcp["Gbps"]),  # type: ignore[arg-type]
     )
 
 
-def floor_checks(measured: Result, options: MeasureOptions, peers: Peers) -> list[CheckResult]:
-    """``tcp_transfer`` when TCP ran; ``busbw_floor`` and ``straggler_floor`` when set."""
-    results = []
-    tcp = measured.get("tcp")
-    if isinstance(tcp, dict) and "skipped" not in tcp:
-        results.append(_tcp_check(tcp))
-    if options.min_busbw_gbps is not None:
-        results.append(_busbw_check(measured.get("sweep"), options.min_busbw_gbps, peers))
-    if options.max_straggler_ratio is not None:
-        results.append(_straggler_check(measured.get("throughput"), options.max_straggler_ratio))
-    return results
-
-
-def _tcp_check(tcp: Result) -> CheckResult:
-    if tcp.get("error"):
-        return CheckResult("tcp_transfer", False, f"TCP transfer {tcp['error']}")
-    hosts = " and ".join(str(host) for host in tcp.get("hosts", []))  # type: ignore[union-attr]
-    return CheckResult("tcp_transfer", True, f"{tcp.get('Gbps')} Gbit/s between {hosts}")
-
-
-def _busbw_check(sweep: object, floor: float, peers: Peers) -> CheckResult:
-    if not isinstance(sweep, dict) or "peak_busbw_Gbps" not in sweep:
-        why = f"min busbw floor {floor} Gbit/s is set but the all_reduce sweep did not run"
-        return CheckResult("busbw_floor", False, f"{why} (add sweep to --measure, 2+ ranks)")
-    peak = float(sweep["peak_busbw_Gbps"])
-    where = f"{peers.world_size} ranks on {', '.join(peers.nodes())}"
-    detail = f"peak all_reduce busbw {peak:.3f} Gbit/s over {where}, floor {floor} Gbit/s"
-    if peak < floor:
-        return CheckResult("busbw_floor", False, f"{detail}: below the floor")
-    return CheckResult("busbw_floor", True, detail)
-
-
-def _straggler_check(throughput: object, limit: float) -> CheckResult:
-    rows = throughput.get("ranks") if isinstance(throughput, dict) else None
-    if not isinstance(rows, list):
-        why = f"max straggler ratio {limit} is set but the throughput measurement did not run"
-        return CheckResult("straggler_floor", False, f"{why} (add throughput to --measure)")
-    step_s = [float(row["step_ms"]) / 1e3 for row in rows]
-    hosts = [str(row["host"]) for row in rows]
-    over = [
-        f"rank {row['rank']} on {row['host']} takes {row['step_ms']} ms per step, "
-        f"{row['ratio']}x the typical {metrics.typical(step_s) * 1e3:.4g} ms"
-        for row in metrics.stragglers(step_s, hosts, limit)
-    ]
-    if over:
-        return CheckResult("straggler_floor", False, f"{_listing(over, '; ')} (limit {limit}x)")
-    worst = metrics.worst_ratio(step_s)
-    return CheckResult("straggler_floor", True, f"slowest rank {worst}x typical, limit {limit}x")
+def sweep_iterations(size: int, backend: str, fixed: int | None) -> tuple[int, int]:
+    """``(warmup, timed)`` iterations for one message size; every rank computes the same."""
+    plan = ITERATIONS.get(backend, ITERATIONS["gloo"])
+    if fixed is not None:
+        return plan["warmup"], fixed
+    timed = max(plan["min"], min(plan["max"], plan["budget_bytes"] // size))
+    return plan["warmup"], timed

@@ -1,43 +1,51 @@
-"""The ``report`` subcommand: judge a job from the ``rank-<N>.json`` files its ranks wrote."""
+"""The controller's side of the results: files, ``report`` and ``plot``. Standard library only.
+
+- Result files: names, and the atomic JSON writes every result goes through.
+- ``report``: read a job's ``rank-<N>.json`` files, judge them (``judge.evaluate``),
+  and render the verdict as a short text table for a play to print.
+- ``plot``: one PNG from one or more ``report`` JSON files (one per launch mode).
+  Left: all_reduce busbw against message size, one line per report. Right: each
+  rank's compute throughput, one group of bars per report. matplotlib is imported
+  only there and only when called; without it the plot is skipped with a note,
+  because nodes and minimal controllers do not have it.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-RANK_FILE = re.compile(r"rank-(\d+)\.json")
+from ddp_smoke.judge import RankFile, Verdict, evaluate
 
 Record = dict[str, object]
+# A report read back for plotting: indexed freely, checked as it is drawn.
+Body = dict[str, Any]
 
-# A failure shared by many ranks names this many hosts, then a count.
-MAX_HOSTS_SHOWN = 8
-
-
-@dataclass(frozen=True)
-class RankFile:
-    name: str
-    rank: int
-    record: Record
-
-    @property
-    def who(self) -> str:
-        return f"rank {self.rank} on {self.record.get('host', '?')}"
+RANK_FILE = re.compile(r"rank-(\d+)\.json")
+RESULT_FILE = "result.json"
 
 
-@dataclass(frozen=True)
-class Verdict:
-    passed: bool
-    causes: list[str] = field(default_factory=list)
-    summary: Record = field(default_factory=dict)
+# --- Result files ---------------------------------------------------------------------
 
-    def to_dict(self) -> Record:
-        if self.passed:
-            return {"verdict": "PASS", **self.summary}
-        body: Record = {"verdict": "FAIL", "cause": "; ".join(self.causes), "causes": self.causes}
-        return {**body, **self.summary}
+
+def rank_file(result_dir: Path, rank: int) -> Path:
+    return result_dir / f"rank-{rank}.json"
+
+
+def write_json_atomic(path: Path, data: dict[str, object]) -> None:
+    """Write ``data`` so readers see the old file or the whole new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
 
 
 def load(result_dir: Path) -> tuple[list[RankFile], list[str]]:
@@ -60,179 +68,260 @@ def load(result_dir: Path) -> tuple[list[RankFile], list[str]]:
     return files, causes
 
 
-def evaluate(files: list[RankFile], causes: list[str], expected: int | None) -> Verdict:
-    """PASS only if ranks 0..N-1 each wrote exactly one passing record from the same job."""
-    causes = list(causes)
-    by_rank = _index(files, causes)
-    if not files:
-        causes.append("no rank-*.json files: no rank finished (did the job start?)")
-    world_size = expected if expected is not None else _agreed_world_size(files, causes)
-    if world_size is None:
-        return Verdict(False, causes, _launch(files))
-    causes.extend(_missing_and_extra(by_rank, world_size))
-    causes.extend(_wrong_world_size(by_rank.values(), world_size))
-    causes.extend(_mixed_jobs(by_rank.values()))
-    causes.extend(_failed(by_rank.values()))
-    if causes:
-        return Verdict(False, causes, _launch(files))
-    return Verdict(True, summary=_summary([by_rank[rank] for rank in range(world_size)]))
-
-
-def _index(files: list[RankFile], causes: list[str]) -> dict[int, RankFile]:
-    """Rank -> file; duplicated ranks and files named for another rank become causes."""
-    by_rank: dict[int, RankFile] = {}
-    for rank_file in files:
-        if rank_file.name != f"rank-{rank_file.rank}.json":
-            causes.append(f"{rank_file.name} holds the result of rank {rank_file.rank}")
-        if rank_file.rank in by_rank:
-            first = by_rank[rank_file.rank].name
-            causes.append(f"rank {rank_file.rank} reported twice: {first} and {rank_file.name}")
-        else:
-            by_rank[rank_file.rank] = rank_file
-    return by_rank
-
-
-def _agreed_world_size(files: list[RankFile], causes: list[str]) -> int | None:
-    sizes = {rank_file.record.get("world_size") for rank_file in files}
-    if not sizes:
-        return None
-    if len(sizes) > 1 or not all(isinstance(size, int) and size > 0 for size in sizes):
-        causes.append(f"ranks report no single valid world size: {sorted(map(str, sizes))}")
-    return max((size for size in sizes if isinstance(size, int)), default=None)
-
-
-def _missing_and_extra(by_rank: dict[int, RankFile], world_size: int) -> list[str]:
-    missing = [rank for rank in range(world_size) if rank not in by_rank]
-    causes = []
-    if len(missing) == 1:
-        causes.append(f"rank {missing[0]} wrote no result: it did not finish")
-    elif missing:
-        causes.append(f"ranks {compact_ranks(missing)} wrote no result: they did not finish")
-    causes += [
-        f"unexpected result from {rank_file.who}: the world size is {world_size}"
-        for rank, rank_file in sorted(by_rank.items())
-        if rank >= world_size
-    ]
-    return causes
-
-
-def _wrong_world_size(files: Iterable[RankFile], world_size: int) -> list[str]:
-    groups: dict[str, list[RankFile]] = {}
-    for rank_file in sorted(files, key=lambda item: item.rank):
-        actual = rank_file.record.get("world_size")
-        if actual != world_size:
-            groups.setdefault(str(actual), []).append(rank_file)
-    return [
-        f"{_who(members)} ran with world size {actual}, expected {world_size}"
-        for actual, members in groups.items()
-    ]
-
-
-def _mixed_jobs(files: Iterable[RankFile]) -> list[str]:
-    jobs: dict[str, list[int]] = {}
-    for rank_file in files:
-        jobs.setdefault(str(rank_file.record.get("job_id")), []).append(rank_file.rank)
-    if len(jobs) <= 1:
-        return []
-    parts = [f"job {job} (ranks {sorted(ranks)})" for job, ranks in sorted(jobs.items())]
-    return [f"rank files come from different jobs: {', '.join(parts)}"]
-
-
-def _failed(files: Iterable[RankFile]) -> list[str]:
-    """One cause per distinct error, naming every rank that reported it."""
-    groups: dict[str, list[RankFile]] = {}
-    for rank_file in sorted(files, key=lambda item: item.rank):
-        if not _passed(rank_file.record):
-            error = rank_file.record.get("error") or "a check failed without an error message"
-            groups.setdefault(str(error), []).append(rank_file)
-    return [f"{_who(members)} failed: {error}" for error, members in groups.items()]
-
-
-def _passed(record: Record) -> bool:
-    checks = record.get("checks")
-    return (
-        record.get("status") == "pass"
-        and isinstance(checks, list)
-        and all(isinstance(check, dict) and check.get("ok") is True for check in checks)
-    )
-
-
-def _who(members: list[RankFile]) -> str:
-    """``rank 1 on nodeB`` or ``ranks 0-7 on nodeA, nodeB``; ``members`` sorted by rank."""
-    if len(members) == 1:
-        return members[0].who
-    hosts = list(dict.fromkeys(str(member.record.get("host")) for member in members))
-    shown = ", ".join(hosts[:MAX_HOSTS_SHOWN])
-    if len(hosts) > MAX_HOSTS_SHOWN:
-        shown += f" and {len(hosts) - MAX_HOSTS_SHOWN} more"
-    return f"ranks {compact_ranks([member.rank for member in members])} on {shown}"
-
-
-def compact_ranks(ranks: list[int]) -> str:
-    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``; ``ranks`` must be sorted."""
-    spans: list[list[int]] = []
-    for rank in ranks:
-        if spans and rank == spans[-1][1] + 1:
-            spans[-1][1] = rank
-        else:
-            spans.append([rank, rank])
-    return ", ".join(str(low) if low == high else f"{low}-{high}" for low, high in spans)
-
-
-def _launch(files: list[RankFile]) -> Record:
-    """How the job was launched, for a FAIL verdict; empty if no rank file says."""
-    for rank_file in sorted(files, key=lambda item: item.rank):
-        if "mode" in rank_file.record:
-            return {key: rank_file.record.get(key) for key in ("mode", "label", "job_id")}
-    return {}
-
-
-def _summary(files: list[RankFile]) -> Record:
-    """The PASS summary; ``files`` are ranks 0..N-1 in order, all already validated."""
-    rank0 = files[0].record
-    losses = rank0.get("losses")
-    if not isinstance(losses, list) or not losses:
-        losses = [None]
-    elapsed = [rank_file.record.get("elapsed_s") for rank_file in files]
-    checks = rank0.get("checks")
-    measurements = rank0.get("measurements")
-    return {
-        "job_id": rank0.get("job_id"),
-        "mode": rank0.get("mode", "srun"),
-        "label": rank0.get("label") or rank0.get("mode", "srun"),
-        "nodes": list(dict.fromkeys(str(rank_file.record.get("host")) for rank_file in files)),
-        "world_size": len(files),
-        "backend": rank0.get("backend"),
-        "torch": rank0.get("torch"),
-        "iface": rank0.get("iface"),
-        "checks_passed": len(checks) if isinstance(checks, list) else 0,
-        "first_loss": losses[0],
-        "last_loss": losses[-1],
-        "elapsed_s": max((v for v in elapsed if isinstance(v, int | float)), default=None),
-        **headline(measurements if isinstance(measurements, dict) else {}),
-        "measurements": measurements if isinstance(measurements, dict) else {},
-    }
-
-
-def headline(measurements: Record) -> Record:
-    """The figures a play shows, lifted out of the ``measurements`` block (``None`` if not run)."""
-    sweep, tcp = _part(measurements, "sweep"), _part(measurements, "tcp")
-    throughput, scaling = _part(measurements, "throughput"), _part(measurements, "scaling")
-    return {
-        "peak_busbw_GBps": sweep.get("peak_busbw_GBps"),
-        "peak_busbw_Gbps": sweep.get("peak_busbw_Gbps"),
-        "tcp_Gbps": tcp.get("Gbps"),
-        "busbw_fraction": measurements.get("busbw_fraction"),
-        "stragglers": throughput.get("stragglers"),
-        "scaling_efficiency": scaling.get("efficiency"),
-    }
-
-
-def _part(measurements: Record, name: str) -> Record:
-    value = measurements.get(name)
-    return value if isinstance(value, dict) else {}
-
-
 def report(result_dir: Path, expected: int | None) -> Verdict:
     files, causes = load(result_dir)
     return evaluate(files, causes, expected)
+
+
+# --- The text table -------------------------------------------------------------------
+
+
+# Jobs with more ranks show this many rows of the per-rank table; the JSON has all.
+MAX_RANK_ROWS = 16
+
+
+def render(body: Record) -> str:
+    """Render a ``report`` JSON object (PASS or FAIL) as a few lines of text."""
+    if body.get("verdict") != "PASS":
+        causes = body.get("causes")
+        lines = [f"ddp_smoke FAIL{_launch_line(body)}"]
+        lines += [f"  - {cause}" for cause in _items(causes)]
+        return "\n".join(lines)
+    measurements = body.get("measurements")
+    parts = measurements if isinstance(measurements, dict) else {}
+    lines = _pass_header(body)
+    lines += _sweep_lines(parts.get("sweep"))
+    lines += _tcp_lines(parts.get("tcp"), parts.get("busbw_fraction"))
+    lines += _throughput_lines(parts.get("throughput"))
+    lines += _scaling_lines(parts.get("scaling"))
+    return "\n".join(lines)
+
+
+def _launch_line(body: Record) -> str:
+    mode, label, job = body.get("mode"), body.get("label"), body.get("job_id")
+    text = f" {mode}" if mode else ""
+    if label and label != mode:
+        text += f" (label {label})"
+    return f"{text}, job {job}" if job else text
+
+
+def _pass_header(body: Record) -> list[str]:
+    nodes = ", ".join(_items(body.get("nodes")))
+    iface = body.get("iface")
+    chosen = iface.get("GLOO_SOCKET_IFNAME") if isinstance(iface, dict) else None
+    first = (
+        f"ddp_smoke PASS{_launch_line(body)}: {body.get('world_size')} ranks on {nodes}, "
+        f"backend {body.get('backend')}, torch {body.get('torch')}, iface {chosen or 'default'}"
+    )
+    second = f"checks: {body.get('checks_passed')} passed"
+    if body.get("first_loss") is not None:
+        second += f"; loss {_num(body['first_loss'], 4)} -> {_num(body.get('last_loss'), 4)}"
+    return [first, f"{second}; {_num(body.get('elapsed_s'), 1)} s"]
+
+
+def _sweep_lines(sweep: object) -> list[str]:
+    if not isinstance(sweep, dict):
+        return []
+    if "skipped" in sweep:
+        return [f"sweep: skipped ({sweep['skipped']})"]
+    lines = [
+        f"all_reduce {sweep.get('dtype')} over {sweep.get('ranks')} ranks "
+        f"(busbw = algbw x {_num(sweep.get('bus_factor'), 3)}):",
+        f"{'size':>10} {'time us':>11} {'algbw GB/s':>11} {'busbw GB/s':>11}",
+    ]
+    for row in _rows(sweep.get("rows")):
+        lines.append(
+            f"{format_bytes(int(row.get('bytes', 0))):>10} {_num(row.get('time_us'), 1):>11} "
+            f"{_num(row.get('algbw_GBps'), 3):>11} {_num(row.get('busbw_GBps'), 3):>11}"
+        )
+    peak = sweep.get("peak_bytes")
+    where = f" at {format_bytes(peak)}" if isinstance(peak, int) else ""
+    lines.append(
+        f"peak busbw {_num(sweep.get('peak_busbw_GBps'), 3)} GB/s = "
+        f"{_num(sweep.get('peak_busbw_Gbps'), 2)} Gbit/s{where}"
+    )
+    return lines
+
+
+def _tcp_lines(tcp: object, fraction: object) -> list[str]:
+    if not isinstance(tcp, dict):
+        return []
+    if "skipped" in tcp:
+        return [f"tcp: skipped ({tcp['skipped']})"]
+    if tcp.get("error"):
+        return [f"tcp: FAILED {tcp['error']}"]
+    hosts = " <-> ".join(_items(tcp.get("hosts")))
+    to_peer, from_peer = _num(tcp.get("to_peer_Gbps"), 2), _num(tcp.get("from_peer_Gbps"), 2)
+    text = (
+        f"tcp {hosts}: {_num(tcp.get('Gbps'), 2)} Gbit/s "
+        f"(rank 0 -> peer {to_peer}, peer -> rank 0 {from_peer})"
+    )
+    if fraction is not None:
+        text += f"; peak busbw / tcp = {_num(fraction, 3)}"
+    return [text]
+
+
+def _throughput_lines(throughput: object) -> list[str]:
+    if not isinstance(throughput, dict):
+        return []
+    rows = _rows(throughput.get("ranks"))
+    lines = [
+        f"compute throughput ({throughput.get('model')}, batch {throughput.get('batch')}, "
+        f"{throughput.get('steps')} steps, no communication):",
+        f"{'rank':>6} {'host':<16} {'step ms':>9} {'samples/s':>11}",
+    ]
+    for row in rows[:MAX_RANK_ROWS]:
+        lines.append(
+            f"{row.get('rank')!s:>6} {row.get('host')!s:<16} {_num(row.get('step_ms'), 3):>9} "
+            f"{_num(row.get('samples_per_s'), 1):>11}"
+        )
+    if len(rows) > MAX_RANK_ROWS:
+        lines.append(f"{'':>6} ... and {len(rows) - MAX_RANK_ROWS} more ranks in the JSON")
+    slow = [
+        f"rank {row.get('rank')} on {row.get('host')} ({row.get('ratio')}x)"
+        for row in _rows(throughput.get("stragglers"))
+    ]
+    lines.append(
+        f"stragglers (> {throughput.get('straggler_ratio')}x typical "
+        f"{_num(throughput.get('typical_step_ms'), 3)} ms): {', '.join(slow) or 'none'}"
+    )
+    return lines
+
+
+def _scaling_lines(scaling: object) -> list[str]:
+    if not isinstance(scaling, dict):
+        return []
+    if "skipped" in scaling:
+        return [f"scaling: skipped ({scaling['skipped']})"]
+    one, every = scaling.get("one_node"), scaling.get("all_nodes")
+    if not isinstance(one, dict) or not isinstance(every, dict):
+        return []
+    return [
+        f"scaling: 1 node ({one.get('host')}, {one.get('ranks')} ranks) "
+        f"{_num(one.get('samples_per_s'), 1)} samples/s, {scaling.get('nodes')} nodes "
+        f"({every.get('ranks')} ranks) {_num(every.get('samples_per_s'), 1)} samples/s, "
+        f"efficiency {_num(scaling.get('efficiency'), 3)}"
+    ]
+
+
+def _rows(value: object) -> list[Record]:
+    return [row for row in value if isinstance(row, dict)] if isinstance(value, list) else []
+
+
+def _items(value: object) -> Sequence[str]:
+    return [str(item) for item in value] if isinstance(value, list) else []
+
+
+def _num(value: object, digits: int) -> str:
+    return f"{value:.{digits}f}" if isinstance(value, int | float) else "-"
+
+
+def format_bytes(size: int) -> str:
+    """``4096`` -> ``"4 KiB"``; exact multiples only, otherwise bytes."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+# --- The plot -------------------------------------------------------------------------
+
+
+BAR_WIDTH = 0.8
+
+
+def plot_reports(paths: list[Path], out: Path) -> Body:
+    """Draw ``paths`` into ``out``; the outcome says what was drawn, skipped or wrong."""
+    reports, problems = _load_reports(paths)
+    outcome: Body = {"plot": None, "reports": [_name(r) for r in reports], "error": None}
+    outcome["ignored"] = problems
+    if not reports:
+        outcome["error"] = "no report with measurements to plot"
+        return outcome
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from matplotlib import pyplot
+    except ImportError as exc:
+        outcome["skipped"] = f"matplotlib is not installed ({exc}): no plot written"
+        return outcome
+    figure, (left, right) = pyplot.subplots(1, 2, figsize=(13, 4.8))
+    _draw_sweep(left, reports)
+    _draw_throughput(right, reports)
+    figure.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=100)
+    pyplot.close(figure)
+    outcome["plot"] = str(out)
+    return outcome
+
+
+def _load_reports(paths: list[Path]) -> tuple[list[Body], list[str]]:
+    reports: list[Body] = []
+    problems: list[str] = []
+    for path in paths:
+        try:
+            body = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            problems.append(f"{path}: unreadable: {exc}")
+            continue
+        if not isinstance(body, dict) or not isinstance(body.get("measurements"), dict):
+            verdict = body.get("verdict") if isinstance(body, dict) else None
+            problems.append(f"{path}: no measurements (verdict {verdict})")
+            continue
+        reports.append(body)
+    return reports, problems
+
+
+def _name(report: Body) -> str:
+    return str(report.get("label") or report.get("mode") or "run")
+
+
+def _draw_sweep(axes: Any, reports: list[Body]) -> None:  # noqa: ANN401 - matplotlib Axes
+    drawn = False
+    for report in reports:
+        sweep = report["measurements"].get("sweep")
+        rows = sweep.get("rows") if isinstance(sweep, dict) else None
+        if not rows:
+            continue
+        sizes = [row["bytes"] for row in rows]
+        axes.plot(sizes, [row["busbw_GBps"] for row in rows], marker="o", label=_name(report))
+        drawn = True
+    axes.set_xscale("log", base=2)
+    axes.set_xlabel("message size (bytes)")
+    axes.set_ylabel("all_reduce busbw (GB/s)")
+    axes.set_title("all_reduce bus bandwidth")
+    axes.grid(True, which="both", alpha=0.3)
+    if drawn:
+        axes.legend()
+    else:
+        axes.text(0.5, 0.5, "no sweep measured", ha="center", transform=axes.transAxes)
+
+
+def _draw_throughput(axes: Any, reports: list[Body]) -> None:  # noqa: ANN401 - matplotlib Axes
+    series = [(report, _throughput_rows(report)) for report in reports]
+    series = [(report, rows) for report, rows in series if rows]
+    from matplotlib.ticker import MaxNLocator  # plot_reports has checked matplotlib
+
+    width = BAR_WIDTH / max(1, len(series))
+    for index, (report, rows) in enumerate(series):
+        # Each rank's bars sit side by side, centred on the rank number.
+        ranks = [row["rank"] - BAR_WIDTH / 2 + (index + 0.5) * width for row in rows]
+        values = [row["samples_per_s"] for row in rows]
+        axes.bar(ranks, values, width=width, label=_name(report))
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_xlabel("rank")
+    axes.set_ylabel("samples/s (compute only)")
+    axes.set_title("per-rank throughput")
+    axes.grid(True, axis="y", alpha=0.3)
+    if series:
+        axes.legend()
+    else:
+        axes.text(0.5, 0.5, "no throughput measured", ha="center", transform=axes.transAxes)
+
+
+def _throughput_rows(report: Body) -> list[Body]:
+    throughput = report["measurements"].get("throughput")
+    rows = throughput.get("ranks") if isinstance(throughput, dict) else None
+    return rows if isinstance(rows, list) else []

@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
-from ddp_smoke.checks import PEERS_PASSED, CheckResult
+from ddp_smoke.judge import PEERS_PASSED, CheckResult
 from ddp_smoke.launch import SlurmContext
-from ddp_smoke.results_io import write_json_atomic
+from ddp_smoke.report import RESULT_FILE, rank_file, write_json_atomic
 
 __all__ = ["RESULT_FILE", "SCHEMA_VERSION", "RankRecord", "rank_file", "write_json_atomic"]
 
 SCHEMA_VERSION = 2
-RESULT_FILE = "result.json"
-
-
-def rank_file(result_dir: Path, rank: int) -> Path:
-    return result_dir / f"rank-{rank}.json"
 
 
 @dataclass

@@ -14,9 +14,9 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from ddp_smoke import checks, collective_checks, data_checks, launch, measure, train
-from ddp_smoke.checks import CheckResult, Identity, Peers
+from ddp_smoke import checks, collective_checks, data_checks, judge, launch, measure, train
 from ddp_smoke.faults import FAULT_ENV, Faults, parse_faults
+from ddp_smoke.judge import PEERS_PASSED, CheckResult, Identity, Peers
 from ddp_smoke.launch import RunOptions, SlurmContext, SpawnPlan
 from ddp_smoke.progress import Progress, Store
 from ddp_smoke.results import RESULT_FILE, RankRecord, rank_file, write_json_atomic
@@ -127,11 +127,11 @@ class RankRun:
         if "train" in self.options.checks:
             self._train(dataset, config)
         self.record.measurements = self._measure()
-        self.record.checks += measure.floor_checks(
+        self.record.checks += judge.floor_checks(
             self.record.measurements, self.options.measure, self.peers
         )
         self.step(
-            checks.PEERS_PASSED,
+            PEERS_PASSED,
             lambda: checks.check_peers_passed(
                 self.record.checks_ok, self.ctx.rank, self.peers, self.device, self.timeout
             ),
@@ -155,9 +155,9 @@ class RankRun:
         self.record.nodes = self.peers.nodes()
         self.record.peer_hosts = self.peers.hosts
         self.record.checks.append(
-            checks.check_world_size(self.peers.world_size, self.options.expected_world_size)
+            judge.check_world_size(self.peers.world_size, self.options.expected_world_size)
         )
-        self.record.checks.append(checks.check_unique_ranks(identities))
+        self.record.checks.append(judge.check_unique_ranks(identities))
 
     def _collectives(self) -> None:
         for operation, dtype, size in collective_checks.plan():
@@ -191,7 +191,7 @@ class RankRun:
         model = train.make_model(self.options.seed, self.device)
         wrapped = train.wrap(model, self.device)
         self.record.losses = train.train(wrapped, dataset, config, self.device, self.timeout)
-        self.record.checks.append(checks.check_loss_decreased(self.record.losses))
+        self.record.checks.append(judge.check_loss_decreased(self.record.losses))
         if self.faults.perturbs_params(self.ctx.rank):
             train.perturb(model)
         self.step(

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from ddp_smoke import batch
-from ddp_smoke.__main__ import main
+from ddp_smoke.cli import main
 
 # Real `scontrol show job -o` lines (Slurm 22.05), shortened to the fields that matter.
 RUNNING = (

@@ -2,19 +2,20 @@ from __future__ import annotations
 
 import pytest
 
-from ddp_smoke.checks import (
+from ddp_smoke.faults import Faults, parse_faults
+from ddp_smoke.judge import (
     CheckResult,
     Identity,
     Peers,
-    _listing,
     check_loss_decreased,
     check_unique_ranks,
     check_world_size,
+    floor_checks,
+    listing,
+    shard_problems,
 )
-from ddp_smoke.data_checks import shard_problems
-from ddp_smoke.faults import Faults, parse_faults
 from ddp_smoke.launch import MeasureOptions
-from ddp_smoke.measure import floor_checks, tcp_peer
+from ddp_smoke.measure import tcp_peer
 
 
 def test_no_fault_by_default() -> None:
@@ -82,8 +83,8 @@ def test_loss_not_decreased(losses: list[float], message: str) -> None:
 
 def test_listing_caps_long_lists() -> None:
     names = [f"rank {rank}" for rank in range(10)]
-    assert _listing(names[:2], ", ") == "rank 0, rank 1"
-    assert _listing(names, ", ") == (
+    assert listing(names[:2], ", ") == "rank 0, rank 1"
+    assert listing(names, ", ") == (
         "rank 0, rank 1, rank 2, rank 3, rank 4, rank 5, rank 6, rank 7, and 2 more"
     )
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ddp_smoke import launch
-from ddp_smoke.__main__ import build_parser, run_options
+from ddp_smoke.cli import build_parser, run_options
 from ddp_smoke.launch import CHECK_GROUPS, MEASURE_GROUPS, RunOptions, SlurmContext, parse_groups
 
 TORCHRUN_ENV = {

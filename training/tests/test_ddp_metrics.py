@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from ddp_smoke import metrics
+from ddp_smoke import judge, measure
+from ddp_smoke.cli import parse_size, sweep_sizes
+from ddp_smoke.report import format_bytes
 
 
 @pytest.mark.parametrize(
@@ -10,18 +12,18 @@ from ddp_smoke import metrics
     [("4096", 4096), ("4K", 4096), ("4KiB", 4096), ("64M", 64 << 20), ("1g", 1 << 30)],
 )
 def test_parse_size(text: str, size: int) -> None:
-    assert metrics.parse_size(text) == size
+    assert parse_size(text) == size
 
 
 @pytest.mark.parametrize("text", ["", "4X", "-4K", "0", "1.5M"])
 def test_parse_size_rejects(text: str) -> None:
     with pytest.raises(ValueError, match="size"):
-        metrics.parse_size(text)
+        parse_size(text)
 
 
 def test_default_sweep_sizes() -> None:
-    sizes = metrics.sweep_sizes(4 << 10, 64 << 20, 4)
-    assert [metrics.format_bytes(size) for size in sizes] == [
+    sizes = sweep_sizes(4 << 10, 64 << 20, 4)
+    assert [format_bytes(size) for size in sizes] == [
         "4 KiB",
         "16 KiB",
         "64 KiB",
@@ -31,14 +33,14 @@ def test_default_sweep_sizes() -> None:
         "16 MiB",
         "64 MiB",
     ]
-    assert metrics.sweep_sizes(1024, 5000, 2) == [1024, 2048, 4096]
+    assert sweep_sizes(1024, 5000, 2) == [1024, 2048, 4096]
 
 
 def test_sweep_sizes_rejects_bad_ranges() -> None:
     with pytest.raises(ValueError, match="bad sweep"):
-        metrics.sweep_sizes(64, 4, 2)
+        sweep_sizes(64, 4, 2)
     with pytest.raises(ValueError, match="factor 2"):
-        metrics.sweep_sizes(4, 64, 1)
+        sweep_sizes(4, 64, 1)
 
 
 @pytest.mark.parametrize(
@@ -55,17 +57,17 @@ def test_sweep_sizes_rejects_bad_ranges() -> None:
 def test_sweep_iterations(
     size: int, backend: str, fixed: int | None, plan: tuple[int, int]
 ) -> None:
-    assert metrics.sweep_iterations(size, backend, fixed) == plan
+    assert measure.sweep_iterations(size, backend, fixed) == plan
 
 
 @pytest.mark.parametrize(("world", "factor"), [(1, 0.0), (2, 1.0), (4, 1.5), (8, 1.75)])
 def test_bus_factor(world: int, factor: float) -> None:
-    assert metrics.bus_factor(world) == factor
+    assert judge.bus_factor(world) == factor
 
 
 def test_bandwidth_row_follows_nccl_tests() -> None:
     # 64 MiB in 10 ms on 8 ranks: algbw = 6.7108864 GB/s, busbw = algbw * 2*7/8.
-    row = metrics.bandwidth_row(64 << 20, 16 << 20, 20, 0.010, 8)
+    row = judge.bandwidth_row(64 << 20, 16 << 20, 20, 0.010, 8)
     assert row == {
         "bytes": 67108864,
         "count": 16777216,
@@ -78,43 +80,43 @@ def test_bandwidth_row_follows_nccl_tests() -> None:
 
 def test_peak_row_and_gbps() -> None:
     rows = [{"bytes": 1, "busbw_GBps": 2.0}, {"bytes": 2, "busbw_GBps": 5.0}, {"bytes": 3}]
-    assert metrics.peak_row(rows) == {"bytes": 2, "busbw_GBps": 5.0}
-    assert metrics.peak_row([]) is None
-    assert metrics.gbps(125_000_000, 1.0) == 1.0  # 10^9 bits in one second
+    assert judge.peak_row(rows) == {"bytes": 2, "busbw_GBps": 5.0}
+    assert judge.peak_row([]) is None
+    assert judge.gbps(125_000_000, 1.0) == 1.0  # 10^9 bits in one second
 
 
 @pytest.mark.parametrize(
     ("busbw", "tcp", "fraction"), [(8.0, 10.0, 0.8), (None, 10.0, None), (8.0, None, None)]
 )
 def test_busbw_fraction(busbw: float | None, tcp: float | None, fraction: float | None) -> None:
-    assert metrics.busbw_fraction(busbw, tcp) == fraction
+    assert judge.busbw_fraction(busbw, tcp) == fraction
 
 
 def test_two_ranks_one_slow_is_a_straggler() -> None:
     # The lower median of two ranks is the faster one, so the slow one stands out.
-    found = metrics.stragglers([0.010, 0.030], ("nodeA", "nodeB"), 1.5)
+    found = judge.stragglers([0.010, 0.030], ("nodeA", "nodeB"), 1.5)
     assert found == [{"rank": 1, "host": "nodeB", "step_ms": 30.0, "ratio": 3.0}]
-    assert metrics.worst_ratio([0.010, 0.030]) == 3.0
+    assert judge.worst_ratio([0.010, 0.030]) == 3.0
 
 
 def test_stragglers_sorted_slowest_first_and_ratio_respected() -> None:
     times = [0.010, 0.010, 0.014, 0.025, 0.016, 0.010]
     hosts = ("a", "a", "b", "b", "c", "c")
-    found = metrics.stragglers(times, hosts, 1.5)
+    found = judge.stragglers(times, hosts, 1.5)
     assert [(row["rank"], row["ratio"]) for row in found] == [(3, 2.5), (4, 1.6)]
-    assert metrics.stragglers(times, hosts, 3.0) == []
-    assert metrics.stragglers([], (), 1.5) == []
+    assert judge.stragglers(times, hosts, 3.0) == []
+    assert judge.stragglers([], (), 1.5) == []
 
 
 def test_scaling_efficiency() -> None:
     # 2 nodes giving 1800 samples/s against one node's 1000: 0.9 of linear.
-    assert metrics.scaling_efficiency(1800.0, 2, 1000.0) == 0.9
-    assert metrics.scaling_efficiency(4000.0, 4, 1000.0) == 1.0
-    assert metrics.scaling_efficiency(1800.0, 2, 0.0) is None
+    assert judge.scaling_efficiency(1800.0, 2, 1000.0) == 0.9
+    assert judge.scaling_efficiency(4000.0, 4, 1000.0) == 1.0
+    assert judge.scaling_efficiency(1800.0, 2, 0.0) is None
 
 
 @pytest.mark.parametrize(
     ("size", "text"), [(512, "512 B"), (4096, "4 KiB"), (6144, "6 KiB"), (1 << 30, "1 GiB")]
 )
 def test_format_bytes(size: int, text: str) -> None:
-    assert metrics.format_bytes(size) == text
+    assert format_bytes(size) == text

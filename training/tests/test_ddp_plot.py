@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ddp_smoke.__main__ import main
+from ddp_smoke.cli import main
 
 TRAINING = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -64,9 +64,7 @@ def test_plot_without_reports_fails(tmp_path: Path, capsys: pytest.CaptureFixtur
 def run_without(modules: list[str], args: list[str]) -> subprocess.CompletedProcess[str]:
     """``python -m ddp_smoke ARGS`` in a Python where ``modules`` cannot be imported."""
     blocked = "; ".join(f"sys.modules[{name!r}] = None" for name in modules)
-    code = (
-        f"import sys; {blocked}; from ddp_smoke.__main__ import main; sys.exit(main(sys.argv[1:]))"
-    )
+    code = f"import sys; {blocked}; from ddp_smoke.cli import main; sys.exit(main(sys.argv[1:]))"
     return subprocess.run(
         [sys.executable, "-c", code, *args],
         env={"PYTHONPATH": str(TRAINING), "PATH": "/usr/bin:/bin"},

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from ddp_smoke.__main__ import main
-from ddp_smoke.report import compact_ranks, report
-from ddp_smoke.text_report import render
+from ddp_smoke.cli import main
+from ddp_smoke.judge import compact_ranks
+from ddp_smoke.report import render, report
 
 HOSTS = ("nodeA", "nodeB", "nodeC")
 MEASUREMENTS: dict[str, object] = {
@@ -395,7 +395,7 @@ def test_report_runs_without_torch(tmp_path: Path) -> None:
 
     code = (
         "import sys; sys.modules['torch'] = None; "
-        "from ddp_smoke.__main__ import main; sys.exit(main(['report', sys.argv[1]]))"
+        "from ddp_smoke.cli import main; sys.exit(main(['report', sys.argv[1]]))"
     )
     training = Path(__file__).resolve().parents[1]
     proc = subprocess.run(

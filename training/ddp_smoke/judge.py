@@ -1,0 +1,509 @@
+"""Pure-Python verdicts: what passes, decided from what the ranks gathered.
+
+Standard library only, so the controller's ``report`` and the ranks share one
+definition of every verdict:
+
+- each check's pass or fail from the values a rank gathered (world size, unique
+  ranks, loss, sampler shards), the floors on the measurements;
+- the figures those rest on: nccl-tests bandwidths, stragglers, scaling efficiency;
+- the job's verdict from the ``rank-<N>.json`` files (``evaluate``).
+
+Every check returns a result instead of asserting, and names the rank and host
+that disagreed.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+
+from ddp_smoke.launch import MeasureOptions
+
+Record = dict[str, object]
+Row = dict[str, object]
+
+PEERS_PASSED = "peers_passed"
+# Messages about many ranks or hosts name this many, then a count, to stay readable.
+MAX_NAMED = 8
+
+
+# --- Results and who they are about ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One named check; ``detail`` says what was seen, and on failure what disagreed."""
+
+    name: str
+    ok: bool
+    detail: str
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Peers:
+    """The host of every rank, indexed by rank, so messages can name both."""
+
+    hosts: tuple[str, ...]
+
+    @property
+    def world_size(self) -> int:
+        return len(self.hosts)
+
+    def name(self, rank: int) -> str:
+        return f"rank {rank} on {self.hosts[rank]}"
+
+    def nodes(self) -> list[str]:
+        """Distinct hosts in rank order."""
+        return list(dict.fromkeys(self.hosts))
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a rank says it is: its launcher's rank, its host and local rank, its GPU."""
+
+    rank: int
+    host: str
+    local_rank: int
+    gpu: str | None = None
+
+
+def listing(items: list[str], separator: str) -> str:
+    """Join ``items``, naming at most ``MAX_NAMED`` and counting the rest."""
+    text = separator.join(items[:MAX_NAMED])
+    if len(items) > MAX_NAMED:
+        text += f"{separator}and {len(items) - MAX_NAMED} more"
+    return text
+
+
+# --- Checks on the values a rank gathered ---------------------------------------------
+
+
+def check_world_size(actual: int, expected: int | None) -> CheckResult:
+    if expected is None:
+        return CheckResult("world_size", True, f"world size {actual} (no expectation given)")
+    if actual != expected:
+        return CheckResult("world_size", False, f"world size {actual} expected {expected}")
+    return CheckResult("world_size", True, f"world size {actual}")
+
+
+def check_unique_ranks(identities: list[Identity]) -> CheckResult:
+    """Each process group rank is its launcher's rank; no host has a local rank or GPU twice."""
+    problems = [
+        f"process group rank {index} on {ident.host} was launched as rank {ident.rank}"
+        for index, ident in enumerate(identities)
+        if ident.rank != index
+    ]
+    problems += _shared(identities, "local rank", lambda ident: ident.local_rank)
+    problems += _shared(identities, "GPU", lambda ident: ident.gpu)
+    if problems:
+        return CheckResult("unique_ranks", False, listing(problems, "; "))
+    hosts = len({ident.host for ident in identities})
+    return CheckResult("unique_ranks", True, f"{len(identities)} distinct ranks on {hosts} hosts")
+
+
+def _shared(identities: list[Identity], what: str, key: Callable[[Identity], object]) -> list[str]:
+    """``ranks 0, 2 on gpu01 share local rank 0`` for every (host, key) held twice."""
+    owners: dict[tuple[str, object], list[int]] = {}
+    for index, ident in enumerate(identities):
+        value = key(ident)
+        if value is not None:
+            owners.setdefault((ident.host, value), []).append(index)
+    return [
+        f"ranks {', '.join(map(str, ranks))} on {host} share {what} {value}"
+        for (host, value), ranks in owners.items()
+        if len(ranks) > 1
+    ]
+
+
+def check_loss_decreased(losses: list[float]) -> CheckResult:
+    """The global mean loss of the last epoch must be finite and below the first's."""
+    if len(losses) < 2:
+        return CheckResult("loss_decreased", False, f"needs 2 or more epochs, got {len(losses)}")
+    if not all(math.isfinite(loss) for loss in losses):
+        return CheckResult("loss_decreased", False, f"non-finite loss in {losses}")
+    first, last = losses[0], losses[-1]
+    detail = f"mean loss first epoch {first:.6g} last epoch {last:.6g}"
+    if last >= first:
+        return CheckResult("loss_decreased", False, f"loss did not decrease: {detail}")
+    return CheckResult("loss_decreased", True, detail)
+
+
+def shard_problems(shards: Sequence[Sequence[int]], size: int, hosts: Sequence[str]) -> list[str]:
+    """Overlapping pairs of ranks, samples no rank holds, and indices out of range.
+
+    The data set size is a multiple of the world size here, so DistributedSampler
+    pads nothing and any sample held twice is a real overlap.
+    """
+    owners: dict[int, list[int]] = {}
+    for rank, shard in enumerate(shards):
+        for index in shard:
+            owners.setdefault(index, []).append(rank)
+    problems = _overlaps(owners, hosts)
+    missing = [index for index in range(size) if index not in owners]
+    if missing:
+        problems.append(f"{len(missing)} samples are on no rank (first: {missing[0]})")
+    outside = sorted(index for index in owners if not 0 <= index < size)
+    if outside:
+        problems.append(f"{len(outside)} indices outside 0-{size - 1} (first: {outside[0]})")
+    return problems
+
+
+def _overlaps(owners: dict[int, list[int]], hosts: Sequence[str]) -> list[str]:
+    pairs: dict[tuple[int, int], list[int]] = {}
+    for index, ranks in sorted(owners.items()):
+        for position, first in enumerate(ranks):
+            for second in ranks[position + 1 :]:
+                pairs.setdefault((first, second), []).append(index)
+    return [
+        f"{_holders(first, second, hosts)} {len(shared)} samples (first: {shared[0]})"
+        for (first, second), shared in sorted(pairs.items())
+    ]
+
+
+def _holders(first: int, second: int, hosts: Sequence[str]) -> str:
+    if first == second:
+        return f"rank {first} on {hosts[first]} holds twice"
+    return f"rank {first} on {hosts[first]} and rank {second} on {hosts[second]} both hold"
+
+
+# --- Floors on the measurements -------------------------------------------------------
+
+
+def floor_checks(measured: Record, options: MeasureOptions, peers: Peers) -> list[CheckResult]:
+    """``tcp_transfer`` when TCP ran; ``busbw_floor`` and ``straggler_floor`` when set."""
+    results = []
+    tcp = measured.get("tcp")
+    if isinstance(tcp, dict) and "skipped" not in tcp:
+        results.append(_tcp_check(tcp))
+    if options.min_busbw_gbps is not None:
+        results.append(_busbw_check(measured.get("sweep"), options.min_busbw_gbps, peers))
+    if options.max_straggler_ratio is not None:
+        results.append(_straggler_check(measured.get("throughput"), options.max_straggler_ratio))
+    return results
+
+
+def _tcp_check(tcp: Record) -> CheckResult:
+    if tcp.get("error"):
+        return CheckResult("tcp_transfer", False, f"TCP transfer {tcp['error']}")
+    hosts = " and ".join(str(host) for host in tcp.get("hosts", []))  # type: ignore[union-attr]
+    return CheckResult("tcp_transfer", True, f"{tcp.get('Gbps')} Gbit/s between {hosts}")
+
+
+def _busbw_check(sweep: object, floor: float, peers: Peers) -> CheckResult:
+    if not isinstance(sweep, dict) or "peak_busbw_Gbps" not in sweep:
+        why = f"min busbw floor {floor} Gbit/s is set but the all_reduce sweep did not run"
+        return CheckResult("busbw_floor", False, f"{why} (add sweep to --measure, 2+ ranks)")
+    peak = float(sweep["peak_busbw_Gbps"])
+    where = f"{peers.world_size} ranks on {', '.join(peers.nodes())}"
+    detail = f"peak all_reduce busbw {peak:.3f} Gbit/s over {where}, floor {floor} Gbit/s"
+    if peak < floor:
+        return CheckResult("busbw_floor", False, f"{detail}: below the floor")
+    return CheckResult("busbw_floor", True, detail)
+
+
+def _straggler_check(throughput: object, limit: float) -> CheckResult:
+    rows = throughput.get("ranks") if isinstance(throughput, dict) else None
+    if not isinstance(rows, list):
+        why = f"max straggler ratio {limit} is set but the throughput measurement did not run"
+        return CheckResult("straggler_floor", False, f"{why} (add throughput to --measure)")
+    step_s = [float(row["step_ms"]) / 1e3 for row in rows]
+    hosts = [str(row["host"]) for row in rows]
+    over = [
+        f"rank {row['rank']} on {row['host']} takes {row['step_ms']} ms per step, "
+        f"{row['ratio']}x the typical {typical(step_s) * 1e3:.4g} ms"
+        for row in stragglers(step_s, hosts, limit)
+    ]
+    if over:
+        return CheckResult("straggler_floor", False, f"{listing(over, '; ')} (limit {limit}x)")
+    worst = worst_ratio(step_s)
+    return CheckResult("straggler_floor", True, f"slowest rank {worst}x typical, limit {limit}x")
+
+
+# --- Figures: bandwidth (nccl-tests), stragglers, scaling -----------------------------
+
+
+GIGA = 1e9
+
+
+BITS_PER_BYTE = 8
+
+
+def bus_factor(world_size: int) -> float:
+    """all_reduce's ``2(n-1)/n``: the share of the data each rank's link carries twice."""
+    return 2 * (world_size - 1) / world_size
+
+
+def bandwidth_row(size: int, count: int, iters: int, seconds: float, world_size: int) -> Row:
+    """One sweep line; ``seconds`` is the time of one all_reduce on the slowest rank."""
+    algbw = size / seconds / GIGA
+    return {
+        "bytes": size,
+        "count": count,
+        "iters": iters,
+        "time_us": round(seconds * 1e6, 3),
+        "algbw_GBps": round(algbw, 6),
+        "busbw_GBps": round(algbw * bus_factor(world_size), 6),
+    }
+
+
+def peak_row(rows: Sequence[Row]) -> Row | None:
+    """The sweep line with the highest bus bandwidth (the first one on a tie)."""
+    return max(rows, key=lambda row: _number(row.get("busbw_GBps")), default=None)
+
+
+def gbps(nbytes: int, seconds: float) -> float:
+    """Gigabits per second for ``nbytes`` moved in ``seconds``."""
+    return nbytes * BITS_PER_BYTE / seconds / GIGA
+
+
+def busbw_fraction(peak_busbw_gbps: float | None, tcp_gbps: float | None) -> float | None:
+    """Peak all_reduce busbw as a share of the raw TCP rate; ``None`` if either is missing."""
+    if peak_busbw_gbps is None or not tcp_gbps:
+        return None
+    return round(peak_busbw_gbps / tcp_gbps, 4)
+
+
+def typical(values: Sequence[float]) -> float:
+    """The lower median: with two ranks it is the faster one, so one slow rank stands out."""
+    return statistics.median_low(values)
+
+
+def stragglers(step_s: Sequence[float], hosts: Sequence[str], ratio: float) -> list[Row]:
+    """Ranks whose step time exceeds ``ratio`` times the lower median, slowest first."""
+    if not step_s:
+        return []
+    base = typical(step_s)
+    slow = [
+        {
+            "rank": rank,
+            "host": hosts[rank],
+            "step_ms": round(value * 1e3, 3),
+            "ratio": round(value / base, 3),
+        }
+        for rank, value in enumerate(step_s)
+        if base > 0 and value > ratio * base
+    ]
+    return sorted(slow, key=lambda row: -_number(row["ratio"]))
+
+
+def worst_ratio(step_s: Sequence[float]) -> float | None:
+    """The slowest rank's step time over the lower median."""
+    if not step_s or typical(step_s) <= 0:
+        return None
+    return round(max(step_s) / typical(step_s), 3)
+
+
+def scaling_efficiency(all_nodes: float, nodes: int, one_node: float) -> float | None:
+    """``(throughput on all nodes / nodes) / throughput on one node``; 1.0 is perfect."""
+    if nodes < 1 or one_node <= 0:
+        return None
+    return round(all_nodes / nodes / one_node, 4)
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else float("-inf")
+
+
+# --- The job's verdict from the rank files --------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankFile:
+    name: str
+    rank: int
+    record: Record
+
+    @property
+    def who(self) -> str:
+        return f"rank {self.rank} on {self.record.get('host', '?')}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    causes: list[str] = field(default_factory=list)
+    summary: Record = field(default_factory=dict)
+
+    def to_dict(self) -> Record:
+        if self.passed:
+            return {"verdict": "PASS", **self.summary}
+        body: Record = {"verdict": "FAIL", "cause": "; ".join(self.causes), "causes": self.causes}
+        return {**body, **self.summary}
+
+
+def evaluate(files: list[RankFile], causes: list[str], expected: int | None) -> Verdict:
+    """PASS only if ranks 0..N-1 each wrote exactly one passing record from the same job."""
+    causes = list(causes)
+    by_rank = _index(files, causes)
+    if not files:
+        causes.append("no rank-*.json files: no rank finished (did the job start?)")
+    world_size = expected if expected is not None else _agreed_world_size(files, causes)
+    if world_size is None:
+        return Verdict(False, causes, _launch(files))
+    causes.extend(_missing_and_extra(by_rank, world_size))
+    causes.extend(_wrong_world_size(by_rank.values(), world_size))
+    causes.extend(_mixed_jobs(by_rank.values()))
+    causes.extend(_failed(by_rank.values()))
+    if causes:
+        return Verdict(False, causes, _launch(files))
+    return Verdict(True, summary=_summary([by_rank[rank] for rank in range(world_size)]))
+
+
+def _index(files: list[RankFile], causes: list[str]) -> dict[int, RankFile]:
+    """Rank -> file; duplicated ranks and files named for another rank become causes."""
+    by_rank: dict[int, RankFile] = {}
+    for rank_file in files:
+        if rank_file.name != f"rank-{rank_file.rank}.json":
+            causes.append(f"{rank_file.name} holds the result of rank {rank_file.rank}")
+        if rank_file.rank in by_rank:
+            first = by_rank[rank_file.rank].name
+            causes.append(f"rank {rank_file.rank} reported twice: {first} and {rank_file.name}")
+        else:
+            by_rank[rank_file.rank] = rank_file
+    return by_rank
+
+
+def _agreed_world_size(files: list[RankFile], causes: list[str]) -> int | None:
+    sizes = {rank_file.record.get("world_size") for rank_file in files}
+    if not sizes:
+        return None
+    if len(sizes) > 1 or not all(isinstance(size, int) and size > 0 for size in sizes):
+        causes.append(f"ranks report no single valid world size: {sorted(map(str, sizes))}")
+    return max((size for size in sizes if isinstance(size, int)), default=None)
+
+
+def _missing_and_extra(by_rank: dict[int, RankFile], world_size: int) -> list[str]:
+    missing = [rank for rank in range(world_size) if rank not in by_rank]
+    causes = []
+    if len(missing) == 1:
+        causes.append(f"rank {missing[0]} wrote no result: it did not finish")
+    elif missing:
+        causes.append(f"ranks {compact_ranks(missing)} wrote no result: they did not finish")
+    causes += [
+        f"unexpected result from {rank_file.who}: the world size is {world_size}"
+        for rank, rank_file in sorted(by_rank.items())
+        if rank >= world_size
+    ]
+    return causes
+
+
+def _wrong_world_size(files: Iterable[RankFile], world_size: int) -> list[str]:
+    groups: dict[str, list[RankFile]] = {}
+    for rank_file in sorted(files, key=lambda item: item.rank):
+        actual = rank_file.record.get("world_size")
+        if actual != world_size:
+            groups.setdefault(str(actual), []).append(rank_file)
+    return [
+        f"{_who(members)} ran with world size {actual}, expected {world_size}"
+        for actual, members in groups.items()
+    ]
+
+
+def _mixed_jobs(files: Iterable[RankFile]) -> list[str]:
+    jobs: dict[str, list[int]] = {}
+    for rank_file in files:
+        jobs.setdefault(str(rank_file.record.get("job_id")), []).append(rank_file.rank)
+    if len(jobs) <= 1:
+        return []
+    parts = [f"job {job} (ranks {sorted(ranks)})" for job, ranks in sorted(jobs.items())]
+    return [f"rank files come from different jobs: {', '.join(parts)}"]
+
+
+def _failed(files: Iterable[RankFile]) -> list[str]:
+    """One cause per distinct error, naming every rank that reported it."""
+    groups: dict[str, list[RankFile]] = {}
+    for rank_file in sorted(files, key=lambda item: item.rank):
+        if not _passed(rank_file.record):
+            error = rank_file.record.get("error") or "a check failed without an error message"
+            groups.setdefault(str(error), []).append(rank_file)
+    return [f"{_who(members)} failed: {error}" for error, members in groups.items()]
+
+
+def _passed(record: Record) -> bool:
+    checks = record.get("checks")
+    return (
+        record.get("status") == "pass"
+        and isinstance(checks, list)
+        and all(isinstance(check, dict) and check.get("ok") is True for check in checks)
+    )
+
+
+def _who(members: list[RankFile]) -> str:
+    """``rank 1 on nodeB`` or ``ranks 0-7 on nodeA, nodeB``; ``members`` sorted by rank."""
+    if len(members) == 1:
+        return members[0].who
+    hosts = list(dict.fromkeys(str(member.record.get("host")) for member in members))
+    shown = ", ".join(hosts[:MAX_NAMED])
+    if len(hosts) > MAX_NAMED:
+        shown += f" and {len(hosts) - MAX_NAMED} more"
+    return f"ranks {compact_ranks([member.rank for member in members])} on {shown}"
+
+
+def compact_ranks(ranks: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``; ``ranks`` must be sorted."""
+    spans: list[list[int]] = []
+    for rank in ranks:
+        if spans and rank == spans[-1][1] + 1:
+            spans[-1][1] = rank
+        else:
+            spans.append([rank, rank])
+    return ", ".join(str(low) if low == high else f"{low}-{high}" for low, high in spans)
+
+
+def _launch(files: list[RankFile]) -> Record:
+    """How the job was launched, for a FAIL verdict; empty if no rank file says."""
+    for rank_file in sorted(files, key=lambda item: item.rank):
+        if "mode" in rank_file.record:
+            return {key: rank_file.record.get(key) for key in ("mode", "label", "job_id")}
+    return {}
+
+
+def _summary(files: list[RankFile]) -> Record:
+    """The PASS summary; ``files`` are ranks 0..N-1 in order, all already validated."""
+    rank0 = files[0].record
+    losses = rank0.get("losses")
+    if not isinstance(losses, list) or not losses:
+        losses = [None]
+    elapsed = [rank_file.record.get("elapsed_s") for rank_file in files]
+    checks = rank0.get("checks")
+    measurements = rank0.get("measurements")
+    return {
+        "job_id": rank0.get("job_id"),
+        "mode": rank0.get("mode", "srun"),
+        "label": rank0.get("label") or rank0.get("mode", "srun"),
+        "nodes": list(dict.fromkeys(str(rank_file.record.get("host")) for rank_file in files)),
+        "world_size": len(files),
+        "backend": rank0.get("backend"),
+        "torch": rank0.get("torch"),
+        "iface": rank0.get("iface"),
+        "checks_passed": len(checks) if isinstance(checks, list) else 0,
+        "first_loss": losses[0],
+        "last_loss": losses[-1],
+        "elapsed_s": max((v for v in elapsed if isinstance(v, int | float)), default=None),
+        **headline(measurements if isinstance(measurements, dict) else {}),
+        "measurements": measurements if isinstance(measurements, dict) else {},
+    }
+
+
+def headline(measurements: Record) -> Record:
+    """The figures a play shows, lifted out of the ``measurements`` block (``None`` if not run)."""
+    sweep, tcp = _part(measurements, "sweep"), _part(measurements, "tcp")
+    throughput, scaling = _part(measurements, "throughput"), _part(measurements, "scaling")
+    return {
+        "peak_busbw_GBps": sweep.get("peak_busbw_GBps"),
+        "peak_busbw_Gbps": sweep.get("peak_busbw_Gbps"),
+        "tcp_Gbps": tcp.get("Gbps"),
+        "busbw_fraction": measurements.get("busbw_fraction"),
+        "stragglers": throughput.get("stragglers"),
+        "scaling_efficiency": scaling.get("efficiency"),
+    }
+
+
+def _part(measurements: Record, name: str) -> Record:
+    value = measurements.get(name)
+    return value if isinstance(value, dict) else {}
