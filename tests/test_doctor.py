@@ -424,3 +424,11 @@ def test_real_gpus_without_the_nvml_plugin_warn(probes: dict) -> None:
     r = result(rep, "node1", "hw.match")
     assert r["status"] == "WARN"
     assert r["evidence"].startswith("GPUs present but Slurm's gpu_nvml plugin is not installed")
+
+
+def test_versions_come_from_the_daemon_binaries() -> None:
+    # A configless node's sinfo cannot start while its slurmd is stopped (24.11).
+    assert probe.version_argv(True, False) == ["slurmd", "-V"]
+    assert probe.version_argv(True, True) == ["slurmd", "-V"]
+    assert probe.version_argv(False, True) == ["slurmctld", "-V"]
+    assert probe.version_argv(False, False) == ["sinfo", "--version"]

@@ -161,6 +161,15 @@ def connect(host: str, port: int, timeout: float) -> dict:
     return {"ok": True, "target": f"{host}:{port}"}
 
 
+def version_argv(compute: bool, controller: bool) -> list[str]:
+    """The command that prints this node's Slurm version without reading slurm.conf."""
+    if compute:
+        return ["slurmd", "-V"]
+    if controller:
+        return ["slurmctld", "-V"]
+    return ["sinfo", "--version"]
+
+
 def config_dir(conf_dir: str) -> str:
     """Where this node's Slurm reads its files: conf_dir, or slurmd's fetched copies.
 
@@ -275,7 +284,9 @@ def local(p: dict) -> dict:
             "credential": pool.submit(run, ["munge", "--no-input"]),
             "versions": pool.submit(
                 lambda: {
-                    "slurm": run(["sinfo", "--version"])["out"].strip(),
+                    # The daemon's own binary: a configless node's client commands
+                    # cannot start without slurmd's fetched copy (Slurm 24.11).
+                    "slurm": run(version_argv(p["compute"], p["controller"]))["out"].strip(),
                     "munge": run(["munge", "--version"])["out"].strip(),
                 }
             ),
