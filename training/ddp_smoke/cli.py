@@ -311,6 +311,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     # torch is imported only now, for a run that can start: `report` runs with
     # the system Python on the controller, which has no torch.
-    from ddp_smoke.runner import start
+    from ddp_smoke.rank import start
 
     return start(target, options, env)

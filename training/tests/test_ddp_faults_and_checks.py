@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import pytest
 
-from ddp_smoke.faults import Faults, parse_faults
 from ddp_smoke.judge import (
     CheckResult,
     Identity,
@@ -15,7 +14,7 @@ from ddp_smoke.judge import (
     shard_problems,
 )
 from ddp_smoke.launch import MeasureOptions
-from ddp_smoke.measure import tcp_peer
+from ddp_smoke.rank import Faults, parse_faults, tcp_peer
 
 
 def test_no_fault_by_default() -> None:

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from ddp_smoke import judge, measure
+from ddp_smoke import judge
 from ddp_smoke.cli import parse_size, sweep_sizes
+from ddp_smoke.rank import sweep_iterations
 from ddp_smoke.report import format_bytes
 
 
@@ -57,7 +58,7 @@ def test_sweep_sizes_rejects_bad_ranges() -> None:
 def test_sweep_iterations(
     size: int, backend: str, fixed: int | None, plan: tuple[int, int]
 ) -> None:
-    assert measure.sweep_iterations(size, backend, fixed) == plan
+    assert sweep_iterations(size, backend, fixed) == plan
 
 
 @pytest.mark.parametrize(("world", "factor"), [(1, 0.0), (2, 1.0), (4, 1.5), (8, 1.75)])

@@ -10,9 +10,16 @@ from datetime import timedelta
 
 import pytest
 
-from ddp_smoke import launch, tcp_probe
-from ddp_smoke.progress import Progress, describe_laggards
-from ddp_smoke.spawn import _wait
+from ddp_smoke import launch
+from ddp_smoke.rank import (
+    Progress,
+    _wait_workers,
+    candidate_addresses,
+    connect_any,
+    describe_laggards,
+    listen,
+    serve,
+)
 
 
 class FakeStore:
@@ -90,16 +97,16 @@ def test_progress_times_each_step() -> None:
 
 
 def test_tcp_transfer_both_ways_tries_addresses_in_order() -> None:
-    listener = tcp_probe.listen("127.0.0.1", 10.0)
+    listener = listen("127.0.0.1", 10.0)
     served: list[float] = []
 
-    def serve() -> None:
-        served.append(tcp_probe.serve(listener, 4 << 20, 10.0))
+    def serve_one() -> None:
+        served.append(serve(listener, 4 << 20, 10.0))
 
-    server = threading.Thread(target=serve)
+    server = threading.Thread(target=serve_one)
     server.start()
     # 127.0.0.2 is loopback too, but nothing listens there: the next address answers.
-    sent, used = tcp_probe.connect_any(["127.0.0.2", "127.0.0.1"], listener.port, 4 << 20, 10.0)
+    sent, used = connect_any(["127.0.0.2", "127.0.0.1"], listener.port, 4 << 20, 10.0)
     server.join(timeout=20)
     assert used == "127.0.0.1"
     assert sent > 0
@@ -108,11 +115,11 @@ def test_tcp_transfer_both_ways_tries_addresses_in_order() -> None:
 
 
 def test_tcp_connect_failure_names_every_address() -> None:
-    listener = tcp_probe.listen("127.0.0.1", 1.0)
+    listener = listen("127.0.0.1", 1.0)
     port = listener.port
     listener.sock.close()
     with pytest.raises(ConnectionError) as caught:
-        tcp_probe.connect_any(["127.0.0.1", "127.0.0.2"], port, 1024, 2.0)
+        connect_any(["127.0.0.1", "127.0.0.2"], port, 1024, 2.0)
     message = str(caught.value)
     assert message.startswith(f"no address of rank 0 answered on port {port}: 127.0.0.1: ")
     assert "; 127.0.0.2: " in message
@@ -120,17 +127,17 @@ def test_tcp_connect_failure_names_every_address() -> None:
 
 
 def test_candidate_addresses_put_iface_and_master_first() -> None:
-    found = tcp_probe.candidate_addresses("10.1.0.5", "gpu01")
+    found = candidate_addresses("10.1.0.5", "gpu01")
     assert found[:2] == ["10.1.0.5", "gpu01"]
     assert found[-1] == socket.gethostname()
     assert not any(address.startswith("127.") for address in found)
-    assert tcp_probe.candidate_addresses(None, None) == found[2:]
+    assert candidate_addresses(None, None) == found[2:]
 
 
 def test_serve_times_out_without_a_client() -> None:
-    listener = tcp_probe.listen("127.0.0.1", 0.2)
+    listener = listen("127.0.0.1", 0.2)
     with pytest.raises(TimeoutError):
-        tcp_probe.serve(listener, 1024, 0.2)
+        serve(listener, 1024, 0.2)
 
 
 def test_interface_address_of_loopback() -> None:
@@ -147,7 +154,7 @@ def test_spawn_wait_collects_every_status() -> None:
     procs = [context.Process(target=_exit_with, args=(code, 0.1)) for code in (0, 3)]
     for proc in procs:
         proc.start()
-    assert _wait(procs, grace_s=30.0) == [0, 3]
+    assert _wait_workers(procs, grace_s=30.0) == [0, 3]
 
 
 def test_spawn_wait_kills_a_worker_that_outlives_the_grace() -> None:
@@ -159,5 +166,5 @@ def test_spawn_wait_kills_a_worker_that_outlives_the_grace() -> None:
     for proc in procs:
         proc.start()
     started = time.monotonic()
-    assert _wait(procs, grace_s=0.5) == [1, -9]
+    assert _wait_workers(procs, grace_s=0.5) == [1, -9]
     assert time.monotonic() - started < 20

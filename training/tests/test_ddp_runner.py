@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ddp_smoke.runner import select_device
+from ddp_smoke.rank import select_device
 
 
 def fake_gpus(monkeypatch: pytest.MonkeyPatch, count: int) -> list[torch.device]:
