@@ -31,6 +31,10 @@ from ddp_smoke.report import render, report, write_json_atomic
 
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_SWEEP = "4K:64M"
+NPROC_HELP = (
+    "workers on this node (spawn, torchrun): N, or auto (the default): SLURM_GPUS_ON_NODE, "
+    "else the entries of CUDA_VISIBLE_DEVICES, else 1"
+)
 # --sweep-sizes: binary units, so 4K is 4096 bytes.
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 _SIZE = re.compile(r"(\d+)\s*([KMG]?)(?:i?B)?", re.IGNORECASE)
@@ -62,6 +66,16 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
     return value
+
+
+def _nproc(text: str) -> int | None:
+    """``--nproc-per-node``: a positive integer, or ``auto`` (``None``: ``launch.gpus_on_node``)."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        return _positive_int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer or auto") from None
 
 
 def _epochs(text: str) -> int:
@@ -147,7 +161,7 @@ def _add_run(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
         help=f"all, none or some of {','.join(MEASURE_GROUPS)} (default: all in srun mode)",
     )
     run_cmd.add_argument("--iface", default=None, help="sets GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME")
-    run_cmd.add_argument("--nproc-per-node", type=_positive_int, default=None, help="spawn mode")
+    run_cmd.add_argument("--nproc-per-node", type=_nproc, default=None, help=NPROC_HELP)
     run_cmd.add_argument("--rdzv-dir", type=Path, default=None, help="spawn mode, shared")
     _add_measure_options(run_cmd)
 
@@ -169,7 +183,7 @@ def _add_torchrun(commands: argparse._SubParsersAction) -> None:  # type: ignore
         ("torchrun", "exec torchrun for this node: ... torchrun [OPTIONS] -- RUN_OPTIONS"),
     ):
         cmd = commands.add_parser(name, help=text)
-        cmd.add_argument("--nproc-per-node", type=_positive_int, default=None)
+        cmd.add_argument("--nproc-per-node", type=_nproc, default=None, help=NPROC_HELP)
         cmd.add_argument("--rdzv-port", type=_port, default=None)
         if name == "torchrun-args":
             cmd.add_argument("--timeout", type=_positive_float, default=DEFAULT_TIMEOUT_S)

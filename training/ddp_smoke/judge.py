@@ -298,11 +298,16 @@ def worst_ratio(step_s: Sequence[float]) -> float | None:
     return round(max(step_s) / typical(step_s), 3)
 
 
-def scaling_efficiency(all_nodes: float, nodes: int, one_node: float) -> float | None:
-    """``(throughput on all nodes / nodes) / throughput on one node``; 1.0 is perfect."""
-    if nodes < 1 or one_node <= 0:
+def scaling_efficiency(all_nodes: float, scale: float, one_node: float) -> float | None:
+    """``(throughput on all nodes / scale) / throughput on one node``; 1.0 is linear.
+
+    ``scale`` is how many times the first node's ranks all nodes have: the node count
+    when every node runs as many ranks, 1.5 for nodes of 2 and 1 ranks. So uneven
+    nodes are judged per rank, not against a node count that assumes equal nodes.
+    """
+    if scale <= 0 or one_node <= 0:
         return None
-    return round(all_nodes / nodes / one_node, 4)
+    return round(all_nodes / scale / one_node, 4)
 
 
 def _number(value: object) -> float:

@@ -503,10 +503,15 @@ def shell_line(argv: list[str]) -> str:
 def gpus_on_node(env: Mapping[str, str]) -> int:
     """``--nproc-per-node auto``: the GPUs Slurm gave this node's task.
 
-    ``SLURM_GPUS_ON_NODE``, else 1: a CPU node runs one worker.
+    ``SLURM_GPUS_ON_NODE``, else the number of entries in ``CUDA_VISIBLE_DEVICES``
+    (comma-separated, empty entries ignored), else 1: a CPU node runs one worker.
+    Read on each node, so uneven nodes start different numbers of workers.
     """
     text = env.get("SLURM_GPUS_ON_NODE", "")
-    return parse_int("SLURM_GPUS_ON_NODE", text, minimum=1) if text else 1
+    if text:
+        return parse_int("SLURM_GPUS_ON_NODE", text, minimum=1)
+    visible = [entry for entry in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if entry.strip()]
+    return len(visible) or 1
 
 
 def node_name(env: Mapping[str, str]) -> str:

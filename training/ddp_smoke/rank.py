@@ -280,9 +280,11 @@ def _pass_line(record: RankRecord) -> str:
 # --- spawn mode: the node process and its workers -------------------------------------
 
 # ``srun --ntasks-per-node=1`` starts ``python -m ddp_smoke run --mode spawn`` on each
-# node. That process spawns ``--nproc-per-node`` workers; worker ``l`` of node ``n``
-# is rank ``n * nproc_per_node + l``. The workers meet at a ``file://`` rendezvous on
-# the shared filesystem. The node process exits 0 only if all its workers did.
+# node. That process spawns ``--nproc-per-node`` workers; nodes may start different
+# numbers (``auto`` on uneven nodes), so the node processes first tell each other
+# their counts, and worker ``l`` of node ``n`` is rank ``l`` plus the workers of the
+# nodes before ``n``. The workers meet at a ``file://`` rendezvous on the shared
+# filesystem. The node process exits 0 only if all its workers did.
 
 
 # After one worker fails, the others get this long past --timeout to report too.
@@ -293,6 +295,11 @@ def run_node(plan: SpawnPlan, options: RunOptions, env: Mapping[str, str]) -> in
     """Spawn this node's workers and wait for all of them; 0 if every one exited 0."""
     options.result_dir.mkdir(parents=True, exist_ok=True)
     (options.rdzv_dir or options.result_dir).mkdir(parents=True, exist_ok=True)
+    try:
+        plan = share_worker_counts(plan, options.timeout)
+    except (RuntimeError, ValueError) as exc:
+        print(f"ddp_smoke: FAIL node {plan.node_rank} on {plan.host}: {exc}", file=sys.stderr)
+        return 1
     context = mp.start_processes(
         _worker,
         args=(plan, options, dict(env)),
@@ -309,6 +316,27 @@ def run_node(plan: SpawnPlan, options: RunOptions, env: Mapping[str, str]) -> in
             file=sys.stderr,
         )
     return 1 if failed else 0
+
+
+def share_worker_counts(plan: SpawnPlan, timeout: timedelta) -> SpawnPlan:
+    """``plan`` with every node's worker count, exchanged within ``timeout``.
+
+    Each node process writes its count to a ``FileStore`` beside the rendezvous file
+    and waits for the others'; the last one to leave deletes the file.
+    """
+    store = dist.FileStore(str(plan.counts_file), plan.nodes)
+    store.set_timeout(timeout)
+    keys = [f"workers/{node}" for node in range(plan.nodes)]
+    store.set(keys[plan.node_rank], str(plan.nproc_per_node))
+    try:
+        store.wait(keys, timeout)
+    except RuntimeError as exc:
+        missing = [str(node) for node, key in enumerate(keys) if not store.check([key])]
+        raise RuntimeError(
+            f"node(s) {listing(missing, ', ')} did not report their worker count within "
+            f"{timeout} in {plan.counts_file}: is every node of the step running ddp_smoke?"
+        ) from exc
+    return plan.placed(tuple(int(store.get(key)) for key in keys))
 
 
 def _worker(local_rank: int, plan: SpawnPlan, options: RunOptions, env: dict[str, str]) -> None:
@@ -1131,7 +1159,8 @@ def run_scaling(bench: Bench) -> Result:
         "batch_per_rank": bench.shape["batch"],
         "one_node": {"host": hosts[0], "ranks": len(first), "samples_per_s": round(one_rate, 2)},
         "all_nodes": {"ranks": bench.world_size, "samples_per_s": round(every, 2)},
-        "efficiency": judge.scaling_efficiency(every, nodes, one_rate),
+        # Per rank: nodes may run different numbers of ranks.
+        "efficiency": judge.scaling_efficiency(every, bench.world_size / len(first), one_rate),
     }
 
 

@@ -53,20 +53,50 @@ def child_env(extra: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-def rank_env(rank: int, world_size: int, port: int, fault: str | None) -> dict[str, str]:
+def rank_env(
+    rank: int,
+    world_size: int,
+    port: int,
+    fault: str | None,
+    hosts: tuple[str, ...] | None = None,
+) -> dict[str, str]:
+    """srun's variables for task ``rank``.
+
+    Without ``hosts``, task ``r`` runs on ``HOSTS[r]`` with ``SLURM_LOCALID=r``. With
+    ``hosts`` (the host of every task, by rank), the tasks of one host are numbered
+    from 0 as Slurm does, and ``SLURM_NODEID``/``SLURM_TASKS_PER_NODE`` describe the
+    layout: ``("nodeA", "nodeA", "nodeB")`` is ``2(x1),1``.
+    """
     env = {
         "SLURM_PROCID": str(rank),
         "SLURM_NTASKS": str(world_size),
         "SLURM_LOCALID": str(rank),
         "SLURM_JOB_ID": JOB_ID,
         "SLURM_STEP_NODELIST": "localhost",
-        "SLURMD_NODENAME": HOSTS[rank],
+        "SLURMD_NODENAME": HOSTS[rank] if hosts is None else hosts[rank],
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(port),
     }
+    if hosts is not None:
+        nodes = list(dict.fromkeys(hosts))
+        env["SLURM_LOCALID"] = str(hosts[:rank].count(hosts[rank]))
+        env["SLURM_NODEID"] = str(nodes.index(hosts[rank]))
+        env["SLURM_NNODES"] = str(len(nodes))
+        env["SLURM_TASKS_PER_NODE"] = tasks_per_node([hosts.count(node) for node in nodes])
     if fault is not None:
         env["DDP_SMOKE_FAULT"] = fault
     return child_env(env)
+
+
+def tasks_per_node(counts: list[int]) -> str:
+    """Slurm's compressed form: ``[2, 1]`` -> ``2,1``, ``[2, 2, 1]`` -> ``2(x2),1``."""
+    groups: list[list[int]] = []
+    for count in counts:
+        if groups and groups[-1][0] == count:
+            groups[-1][1] += 1
+        else:
+            groups.append([count, 1])
+    return ",".join(f"{count}(x{times})" if times > 1 else str(count) for count, times in groups)
 
 
 def slurm_node_env(job_id: str, host: str = "nodeA") -> dict[str, str]:
@@ -102,28 +132,38 @@ def launch_ranks_impl(
     fault: str | None = None,
     extra_args: tuple[str, ...] = (),
     kill_on_bad_exit: bool = False,
+    hosts: tuple[str, ...] | None = None,
 ) -> list[Finished]:
     """Start ``ranks`` of a ``world_size`` job on a free local port; wait for all of them.
 
     ``kill_on_bad_exit`` does what ``srun --kill-on-bad-exit=1`` does: as soon as one
-    rank exits non-zero, the others are killed.
+    rank exits non-zero, the others are killed. ``hosts`` lays the tasks out on
+    hosts as ``rank_env`` says.
     """
     port = free_port()
     args = ["run", "--result-dir", str(result_dir), *extra_args]
+    envs = [rank_env(rank, world_size, port, fault, hosts) for rank in ranks]
+    return run_parallel([(args, env) for env in envs], kill_on_bad_exit)
+
+
+def run_parallel(
+    commands: list[tuple[list[str], dict[str, str]]], kill_on_bad_exit: bool = False
+) -> list[Finished]:
+    """Run ``python -m ddp_smoke ARGS`` with each ``(ARGS, environment)`` at once; wait for all."""
     with ExitStack() as stack:
         outputs = [
             (stack.enter_context(TemporaryFile("w+")), stack.enter_context(TemporaryFile("w+")))
-            for _ in ranks
+            for _ in commands
         ]
         procs = [
             subprocess.Popen(
                 [sys.executable, "-m", "ddp_smoke", *args],
-                env=rank_env(rank, world_size, port, fault),
+                env=env,
                 stdout=out,
                 stderr=err,
                 text=True,
             )
-            for rank, (out, err) in zip(ranks, outputs, strict=True)
+            for (args, env), (out, err) in zip(commands, outputs, strict=True)
         ]
         try:
             _wait_all(procs, kill_on_bad_exit)

@@ -147,6 +147,32 @@ def assert_measurements(measured: dict[str, Any]) -> None:
     assert scaling["efficiency"] == pytest.approx(expected, rel=1e-3)
 
 
+def test_three_ranks_on_uneven_nodes(tmp_path: Path, launch_ranks: Launcher) -> None:
+    """srun --ntasks=3 over nodes of 2 and 1 tasks (SLURM_TASKS_PER_NODE=2,1)."""
+    hosts = ("nodeA", "nodeA", "nodeB")
+    args = ("--expected-world-size", "3", "--checks", "collectives")
+    args += ("--measure", "tcp,scaling", "--bench-steps", "5", "--tcp-mib", "4")
+    ranks = launch_ranks(tmp_path, ranks=(0, 1, 2), world_size=3, extra_args=args, hosts=hosts)
+    assert [rank.returncode for rank in ranks] == [0, 0, 0], [rank.stderr for rank in ranks]
+    records = [read(tmp_path / f"rank-{rank}.json") for rank in (0, 1, 2)]
+    layout = [(r["rank"], r["local_rank"], r["world_size"], r["host"]) for r in records]
+    assert layout == [(0, 0, 3, "nodeA"), (1, 1, 3, "nodeA"), (2, 0, 3, "nodeB")]
+    checks = {check["name"]: check for check in records[0]["checks"]}
+    assert checks["unique_ranks"]["detail"] == "3 distinct ranks on 2 hosts"
+    measured = records[0]["measurements"]
+    assert (measured["tcp"]["ranks"], measured["tcp"]["hosts"]) == ([0, 2], ["nodeA", "nodeB"])
+    scaling = measured["scaling"]
+    assert scaling["nodes"] == 2
+    assert (scaling["one_node"]["ranks"], scaling["all_nodes"]["ranks"]) == (2, 3)
+    # Per rank: 3 ranks are 1.5 times the first node's 2, not 2 nodes' worth.
+    expected = scaling["all_nodes"]["samples_per_s"] / 1.5 / scaling["one_node"]["samples_per_s"]
+    assert scaling["efficiency"] == pytest.approx(expected, rel=1e-3)
+
+    verdict = run_cli(["report", str(tmp_path), "--expected-world-size", "3"])
+    assert verdict.returncode == 0, verdict.stderr
+    assert json.loads(verdict.stdout)["nodes"] == ["nodeA", "nodeB"]
+
+
 def test_bad_allreduce_contribution_is_blamed(tmp_path: Path, launch_ranks: Launcher) -> None:
     args = ("--checks", "collectives", *NO_MEASURE)
     ranks = launch_ranks(tmp_path, fault="allreduce:1", extra_args=args)

@@ -82,6 +82,72 @@ def test_spawn_plan_ranks(tmp_path: Path) -> None:
     assert launch.spawn_plan(NODE_ENV, 2, tmp_path).context(1).rank == 3
 
 
+def test_spawn_plan_placed_on_uneven_nodes(tmp_path: Path) -> None:
+    """Node 1 of nodes with 2 and 1 workers: its worker 0 is rank 2 of 3."""
+    plan = launch.spawn_plan({**NODE_ENV, "SLURM_GPUS_ON_NODE": "1"}, None, tmp_path)
+    assert (plan.nproc_per_node, plan.workers, plan.world_size) == (1, (1, 1), 2)
+    placed = plan.placed((2, 1))
+    assert (placed.first_rank, placed.world_size) == (2, 3)
+    worker = placed.context(0)
+    assert (worker.rank, worker.local_rank, worker.world_size) == (2, 0, 3)
+    assert placed.counts_file == tmp_path / "rdzv-4242.3.workers"
+    first = launch.spawn_plan({**NODE_ENV, "SLURM_PROCID": "0"}, 2, tmp_path).placed((2, 1))
+    assert [first.context(local).rank for local in (0, 1)] == [0, 1]
+    with pytest.raises(ValueError, match="node 1 starts 1 workers, but 2 were reported for it"):
+        plan.placed((1, 2))
+    with pytest.raises(ValueError, match=r"worker counts \[1\] do not fit 2 nodes"):
+        plan.placed((1,))
+
+
+@pytest.mark.parametrize(
+    ("env", "count"),
+    [
+        ({"SLURM_GPUS_ON_NODE": "4", "CUDA_VISIBLE_DEVICES": "0,1"}, 4),
+        ({"CUDA_VISIBLE_DEVICES": "0,1,2"}, 3),
+        ({"CUDA_VISIBLE_DEVICES": "GPU-1a2b,,GPU-3c4d,"}, 2),
+        ({"CUDA_VISIBLE_DEVICES": ""}, 1),
+        ({"SLURM_GPUS_ON_NODE": "", "CUDA_VISIBLE_DEVICES": " , "}, 1),
+        ({}, 1),
+    ],
+)
+def test_gpus_on_node(env: dict[str, str], count: int) -> None:
+    assert launch.gpus_on_node(env) == count
+
+
+def test_gpus_on_node_rejects_a_bad_slurm_count() -> None:
+    with pytest.raises(ValueError, match="SLURM_GPUS_ON_NODE=0 is below 1"):
+        launch.gpus_on_node({"SLURM_GPUS_ON_NODE": "0", "CUDA_VISIBLE_DEVICES": "0"})
+
+
+def test_auto_workers_follow_cuda_visible_devices(tmp_path: Path) -> None:
+    env = {k: v for k, v in NODE_ENV.items() if k != "SLURM_GPUS_ON_NODE"}
+    env["CUDA_VISIBLE_DEVICES"] = "0,1,2"
+    assert launch.spawn_plan(env, None, tmp_path).nproc_per_node == 3
+    options = launch.torchrun_options(env, None, None, 60.0, which=no_scontrol)
+    assert options[1] == "--nproc-per-node=3"
+    assert launch.torchrun_options(env, 2, None, 60.0, which=no_scontrol)[1] == "--nproc-per-node=2"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "--mode", "spawn", "--result-dir", "r", "--nproc-per-node"],
+        ["torchrun", "--nproc-per-node"],
+        ["torchrun-args", "--nproc-per-node"],
+    ],
+)
+def test_nproc_per_node_is_auto_or_a_positive_integer(command: list[str]) -> None:
+    parser = build_parser()
+    assert parser.parse_args([*command, "auto"]).nproc_per_node is None
+    assert parser.parse_args([*command, "AUTO"]).nproc_per_node is None
+    assert parser.parse_args([*command, "3"]).nproc_per_node == 3
+    assert parser.parse_args(command[:-1]).nproc_per_node is None  # the default is auto
+    for bad in ("0", "two", "-1"):
+        with pytest.raises(SystemExit) as caught:
+            parser.parse_args([*command, bad])
+        assert caught.value.code == 2
+
+
 def test_spawn_plan_needs_one_task_per_node(tmp_path: Path) -> None:
     env = {**NODE_ENV, "SLURM_NTASKS": "8", "SLURM_PROCID": "5"}
     with pytest.raises(ValueError, match=r"needs one task per node .* SLURM_NTASKS=8 on 2 nodes"):

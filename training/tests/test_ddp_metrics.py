@@ -116,6 +116,12 @@ def test_scaling_efficiency() -> None:
     assert judge.scaling_efficiency(1800.0, 2, 0.0) is None
 
 
+def test_scaling_efficiency_on_uneven_nodes_is_per_rank() -> None:
+    # One node of 2 ranks at 1000 samples/s; 3 ranks on 2 nodes are 1.5 times as many.
+    assert judge.scaling_efficiency(1500.0, 3 / 2, 1000.0) == 1.0
+    assert judge.scaling_efficiency(1350.0, 3 / 2, 1000.0) == 0.9
+
+
 @pytest.mark.parametrize(
     ("size", "text"), [(512, "512 B"), (4096, "4 KiB"), (6144, "6 KiB"), (1 << 30, "1 GiB")]
 )

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ddp_launch import free_port, run_cli, slurm_node_env
+from ddp_launch import child_env, free_port, run_cli, run_parallel, slurm_node_env
 
 COLLECTIVES_ONLY = ("--checks", "collectives", "--expected-world-size", "2")
 
@@ -46,6 +46,14 @@ def test_torchrun_dry_run_prints_the_agent_command(tmp_path: Path) -> None:
         *("-m", "ddp_smoke", "run", "--mode", "torchrun"),
         *("--result-dir", str(tmp_path), "--timeout", "9"),
     ]
+
+
+def test_torchrun_auto_counts_cuda_visible_devices(tmp_path: Path) -> None:
+    env = {**slurm_node_env("4242"), "CUDA_VISIBLE_DEVICES": "0,1,2"}
+    args = ["torchrun", "--nproc-per-node", "auto", "--rdzv-port", "29999", "--dry-run", "--"]
+    done = run_cli([*args, "--result-dir", str(tmp_path)], env)
+    assert done.returncode == 0, done.stderr
+    assert "--nproc-per-node=3" in shlex.split(done.stdout)
 
 
 def test_torchrun_rejects_bad_run_options(tmp_path: Path) -> None:
@@ -111,6 +119,47 @@ def test_spawn_mode(tmp_path: Path) -> None:
         "rank-1.json",
         "result.json",
     ]
+
+
+@pytest.mark.integration
+def test_spawn_mode_on_uneven_nodes(tmp_path: Path) -> None:
+    """Two node processes with --nproc-per-node auto: 2 GPUs on nodeA, 1 on nodeB."""
+    nodes = [("nodeA", {"SLURM_GPUS_ON_NODE": "2"}), ("nodeB", {"CUDA_VISIBLE_DEVICES": "0"})]
+    args = ["run", "--mode", "spawn", "--nproc-per-node", "auto", "--result-dir", str(tmp_path)]
+    args += ["--checks", "collectives", "--expected-world-size", "3", "--timeout", "30"]
+    envs = []
+    for node, (host, gpus) in enumerate(nodes):
+        env = {**slurm_node_env("4244", host), "SLURM_NTASKS": "2", "SLURM_NNODES": "2"}
+        env.update(SLURM_STEP_NUM_NODES="2", SLURM_PROCID=str(node), SLURM_NODEID=str(node))
+        envs.append(child_env({**env, **gpus}))
+    done = run_parallel([(args, env) for env in envs])
+    assert [node.returncode for node in done] == [0, 0], [node.stderr for node in done]
+    records = [read(tmp_path / f"rank-{rank}.json") for rank in (0, 1, 2)]
+    layout = [(r["rank"], r["local_rank"], r["world_size"], r["host"]) for r in records]
+    assert layout == [(0, 0, 3, "nodeA"), (1, 1, 3, "nodeA"), (2, 0, 3, "nodeB")]
+    assert all(record["status"] == "pass" for record in records)
+    verdict = run_cli(["report", str(tmp_path), "--expected-world-size", "3"])
+    assert verdict.returncode == 0, verdict.stderr
+    # The worker counts' file and the rendezvous file are gone once every node left.
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "rank-0.json",
+        "rank-1.json",
+        "rank-2.json",
+        "result.json",
+    ]
+
+
+@pytest.mark.integration
+def test_spawn_mode_fails_when_a_node_never_reports(tmp_path: Path) -> None:
+    env = {**slurm_node_env("4245"), "SLURM_NTASKS": "2", "SLURM_NNODES": "2"}
+    env["SLURM_STEP_NUM_NODES"] = "2"
+    args = ["run", "--mode", "spawn", "--result-dir", str(tmp_path), "--timeout", "1"]
+    done = run_cli(args, env)
+    assert done.returncode == 1
+    assert "ddp_smoke: FAIL node 0 on nodeA: node(s) 1 did not report their worker count" in (
+        done.stderr
+    )
+    assert list(tmp_path.glob("rank-*.json")) == []
 
 
 def test_spawn_mode_needs_one_task_per_node(tmp_path: Path) -> None:

@@ -144,3 +144,37 @@ def test_from_env_rejects(change: dict[str, str | None], message: str) -> None:
     env = {key: value for key, value in merged.items() if value is not None}
     with pytest.raises(ValueError, match=message):
         srun_context(env, which=no_scontrol)
+
+
+# srun --ntasks=3 over two nodes of 2 and 1 tasks: Slurm numbers the tasks itself.
+UNEVEN_ENV = {
+    "SLURM_NTASKS": "3",
+    "SLURM_NNODES": "2",
+    "SLURM_TASKS_PER_NODE": "2(x1),1",
+    "SLURM_JOB_ID": "4242",
+    "SLURM_STEP_NODELIST": "gpu[01-02]",
+}
+
+
+@pytest.mark.parametrize(
+    ("procid", "nodeid", "localid", "host"),
+    [("0", "0", "0", "gpu01"), ("1", "0", "1", "gpu01"), ("2", "1", "0", "gpu02")],
+)
+def test_srun_context_on_uneven_nodes(procid: str, nodeid: str, localid: str, host: str) -> None:
+    """World size, rank and local rank are Slurm's, never world / nodes."""
+    env = {
+        **UNEVEN_ENV,
+        "SLURM_PROCID": procid,
+        "SLURM_NODEID": nodeid,
+        "SLURM_LOCALID": localid,
+        "SLURMD_NODENAME": host,
+    }
+    assert srun_context(env, which=no_scontrol) == SlurmContext(
+        rank=int(procid),
+        world_size=3,
+        local_rank=int(localid),
+        job_id="4242",
+        host=host,
+        master_addr="gpu01",
+        master_port=24242,
+    )
