@@ -1,0 +1,110 @@
+"""The package's shape: the controller side imports without torch, also from the role's zip."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+TRAINING = Path(__file__).resolve().parents[1]
+CONTROLLER_MODULES = ("cli", "launch", "judge", "report", "batch", "__main__")
+
+# A meta-path finder that refuses torch, as on a controller without it.
+BLOCK_TORCH = """
+import importlib.abc, sys
+
+class NoTorch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError(f"No module named {name!r} (hidden by the test)")
+        return None
+
+sys.meta_path.insert(0, NoTorch())
+"""
+
+
+def python_310() -> str | None:
+    """A Python 3.10 (the nodes' Ubuntu 22.04 Python), if this machine has a working one."""
+    found = shutil.which("python3.10")
+    if found is None:
+        return None
+    probe = subprocess.run(
+        [found, "-c", "import sys; print(sys.version_info[:2] == (3, 10))"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    return found if probe.stdout.strip() == "True" else None
+
+
+def interpreters() -> list[object]:
+    old = python_310()
+    reason = "no working python3.10 on this machine"
+    return [
+        pytest.param(sys.executable, id="this-python"),
+        pytest.param(old, id="python3.10", marks=pytest.mark.skipif(old is None, reason=reason)),
+    ]
+
+
+def run_python(
+    python: str, code: str, pythonpath: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [python, "-c", code, *args],
+        env={
+            "PYTHONPATH": str(pythonpath),
+            "PATH": "/usr/bin:/bin",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("python", interpreters())
+def test_controller_modules_import_without_torch(python: str) -> None:
+    imports = "\n".join(f"import ddp_smoke.{name}" for name in CONTROLLER_MODULES)
+    code = f"""{BLOCK_TORCH}
+{imports}
+assert not [name for name in sys.modules if name.split(".")[0] == "torch"]
+try:
+    import ddp_smoke.rank
+except ModuleNotFoundError as exc:
+    print("rank:", exc)
+else:
+    raise SystemExit("ddp_smoke.rank imported although torch is hidden")
+"""
+    done = run_python(python, code, TRAINING)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "rank: No module named 'torch' (hidden by the test)\n"
+
+
+@pytest.mark.parametrize("python", interpreters())
+def test_report_from_the_zip_without_torch(python: str, tmp_path: Path) -> None:
+    """The role zips ``training/ddp_smoke`` and runs ``python3 -m ddp_smoke`` from the zip."""
+    package = tmp_path / "ddp_smoke.zip"
+    with zipfile.ZipFile(package, "w") as archive:
+        for path in sorted((TRAINING / "ddp_smoke").glob("*.py")):
+            archive.write(path, f"ddp_smoke/{path.name}")
+    rank = {"schema": 2, "rank": 0, "world_size": 1, "job_id": "7", "host": "gpu01"}
+    rank.update(mode="srun", status="pass", checks=[{"name": "world_size", "ok": True}])
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "rank-0.json").write_text(json.dumps(rank))
+    code = f"""{BLOCK_TORCH}
+import runpy
+sys.argv = ["ddp_smoke", "report", sys.argv[1], "--expected-world-size", "1"]
+runpy.run_module("ddp_smoke", run_name="__main__")
+"""
+    done = run_python(python, code, package, str(results))
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    assert (body["verdict"], body["nodes"], body["checks_passed"]) == ("PASS", ["gpu01"], 1)
