@@ -32,7 +32,7 @@ import struct
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -376,15 +376,7 @@ class SpawnPlan:
                 f"node {self.node_rank} starts {self.nproc_per_node} workers, "
                 f"but {workers[self.node_rank]} were reported for it"
             )
-        return SpawnPlan(
-            self.node_rank,
-            self.nodes,
-            self.nproc_per_node,
-            self.job_id,
-            self.host,
-            self.rdzv_file,
-            tuple(workers),
-        )
+        return replace(self, workers=tuple(workers))
 
     def context(self, local_rank: int) -> SlurmContext:
         """The context of this node's worker ``local_rank``."""

@@ -69,6 +69,7 @@ def load(result_dir: Path) -> tuple[list[RankFile], list[str]]:
 
 
 def report(result_dir: Path, expected: int | None) -> Verdict:
+    """The verdict on the rank files in ``result_dir`` (also used by ``tools/gpu_check.py``)."""
     files, causes = load(result_dir)
     return evaluate(files, causes, expected)
 

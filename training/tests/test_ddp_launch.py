@@ -251,3 +251,37 @@ def test_run_rejects_bad_options(tmp_path: Path, bad: list[str]) -> None:
     with pytest.raises(SystemExit) as caught:
         build_parser().parse_args(["run", "--result-dir", str(tmp_path), *bad])
     assert caught.value.code == 2
+
+
+RUN_ARGS = ["--result-dir=/shared/runs/1/srun", "--expected-world-size=3", "--epochs=3"]
+RUN_ARGS += ["--timeout=120", "--iface=ib0", "--min-busbw-gbps=25", "--max-straggler-ratio=1.5"]
+GPU_CHECK = ["--expected-world-size", "8", "--timeout", "120", "--measure", "sweep"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        # The command lines of roles/smoke_train (vars/main.yml, tasks/, templates/).
+        ["run", "--mode=srun", *RUN_ARGS],
+        ["torchrun", "--nproc-per-node", "auto", "--", "--measure=sweep", *RUN_ARGS],
+        ["torchrun", "--nproc-per-node", "4", "--", "--measure=sweep", *RUN_ARGS],
+        ["sbatch", "--poll=1", "--start-timeout=30", "/shared/runs/1/sbatch/smoke.sbatch"],
+        ["run", "--mode=spawn", "--measure=sweep", "--nproc-per-node=auto", *RUN_ARGS],
+        ["run", "--mode=spawn", "--measure=sweep", "--nproc-per-node=2", *RUN_ARGS],
+        ["run", "--mode=srun", "--label=sbatch", "--measure=none", *RUN_ARGS],
+        ["report", "/shared/r", "--expected-world-size=3", "--format=text", "--out=/r/x.json"],
+        ["plot", "/r/srun.json", "/r/spawn.json", "--out", "/r/smoke.png"],
+        # tools/gpu_check.py, under torchrun --standalone.
+        ["run", "--mode", "torchrun", "--label", "gpu-check", "--result-dir", "/r", *GPU_CHECK],
+    ],
+)
+def test_the_callers_command_lines_parse(argv: list[str]) -> None:
+    args = build_parser().parse_args(argv)
+    if args.command == "torchrun":
+        assert args.nproc_per_node in (None, 4)
+        run = build_parser().parse_args(["run", *args.run_args])
+        assert (run.measure, run.expected_world_size, run.iface) == ({"sweep"}, 3, "ib0")
+    elif args.command == "sbatch":
+        assert (args.poll, args.start_timeout, args.script) == (1.0, 30.0, argv[-1])
+    elif args.command == "run":
+        assert run_options(args).mode in ("srun", "spawn", "torchrun")
