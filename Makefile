@@ -46,10 +46,12 @@ demo: host
 	ansible-playbook smoke_train.yml
 
 # Everything: lint, unit tests, then every molecule scenario (molecule/README.md):
-# default (all roles + DDP smoke job), slurm on Debian 12 and 13, nfs on VMs.
+# default (all roles + DDP smoke job), topology (uneven lab), slurm on Debian
+# 12 and 13, nfs on VMs.
 # The cgroups check fails when a Docker scenario left Slurm cgroups on the host.
 test: lint unit test-host
 	molecule test
+	molecule test -s topology
 	CLUSTER_SUITE=bookworm molecule test -s slurm
 	CLUSTER_SUITE=trixie molecule test -s slurm
 	$(BIN)/python molecule/shared/hostprep.py cgroups

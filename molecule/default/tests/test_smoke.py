@@ -23,14 +23,15 @@ def test_smoke_job_passes_on_both_nodes(run_playbook) -> None:
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
     assert (
-        "Smoke job PASS: srun, torchrun, sbatch, spawn; 2 ranks on 2 nodes (node1, node2), "
+        "Smoke job PASS: srun, torchrun, sbatch, spawn; partition gpu: 2 ranks on 2 nodes "
+        "(node1, node2), "
         "backend gloo" in " ".join(out.split())
     )
     summary = newest_report()
     assert summary["verdict"] == "PASS"
     assert [m["mode"] for m in summary["modes"]] == MODES
     assert all(m["passed"] and int(m["launch_rc"]) == 0 for m in summary["modes"])
-    run = RESULTS / summary["run_id"]
+    run = RESULTS / summary["run_id"] / "gpu"
     for mode in MODES:
         report = json.loads((run / f"{mode}.json").read_text())
         assert report["verdict"] == "PASS", mode

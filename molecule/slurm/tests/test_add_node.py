@@ -33,7 +33,12 @@ def node3(tmp_path: Path, run_playbook):
     made = run_playbook(
         str(ROOT / "molecule/shared/create.yml"),
         "-e",
-        json.dumps({"molecule_yml": {"platforms": [{**compute, "name": NEW, "hostname": NEW}]}}),
+        json.dumps(
+            {
+                "molecule_yml": {"platforms": [{**compute, "name": NEW, "hostname": NEW}]},
+                "create_keep_facts": True,
+            }
+        ),
     )
     assert made.returncode == 0, made.stdout + made.stderr
     extra = tmp_path / "node3.yml"

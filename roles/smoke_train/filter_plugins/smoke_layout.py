@@ -1,0 +1,119 @@
+"""Fit the smoke job to the cluster as Slurm reports it (tests/test_smoke_layout.py).
+
+Input: lines of `sinfo --noheader --Node --format=%P|%N|%G|%t|%E` (one line
+per node and partition; the default partition has a trailing '*').
+"""
+
+from __future__ import annotations
+
+import re
+
+# Node states (sinfo %t, compact) in which a node can take the job.
+USABLE = re.compile(r"^(idle|mix|alloc|comp)$")
+
+
+def _gpus(gres: str) -> int:
+    """GPUs in a Gres string: 'gpu:2', 'gpu:h100:8(S:0-1)', 'gpu:a:1,gpu:b:1' → 2, 8, 2."""
+    total = 0
+    for part in (gres or "").split(","):
+        m = re.match(r"^gpu(?::[^:(]+)?:(\d+)", part.strip())
+        if m:
+            total += int(m.group(1))
+    return total
+
+
+def _parse(lines: list) -> tuple[dict, str]:
+    """({partition: [{name, gpus, state, reason}, ...]}, default partition)."""
+    parts: dict = {}
+    default = ""
+    for line in lines:
+        fields = str(line).split("|")
+        if len(fields) < 4:
+            continue
+        part, name, gres, state = (f.strip() for f in fields[:4])
+        reason = fields[4].strip() if len(fields) > 4 else ""
+        if part.endswith("*"):
+            part = part[:-1]
+            default = part
+        nodes = parts.setdefault(part, [])
+        if all(n["name"] != name for n in nodes):
+            nodes.append({"name": name, "gpus": _gpus(gres), "state": state, "reason": reason})
+    return parts, default
+
+
+def smoke_layout(lines: list, request: str = "", nodes: int = 0) -> dict:
+    """The runs the smoke job makes, or why it cannot start.
+
+    request: '' (the default partition), a partition name, or 'all' (each in turn).
+    nodes: how many nodes per partition (0: all of them).
+    Returns {'runs': [{partition, nodes, gpus: {node: n}, world_size, gpu_job}],
+             'problems': [text, ...]}: one rank per GPU on GPU nodes, one per
+    CPU-only node; the world size is the sum.
+    """
+    parts, default = _parse(lines)
+    problems: list = []
+    if request == "all":
+        wanted = sorted(parts)
+    elif request:
+        wanted = [request]
+    else:
+        wanted = [default] if default else []
+        if not default:
+            problems.append("Slurm reports no default partition; set smoke_train_partition")
+    runs = []
+    for name in wanted:
+        members = sorted(parts.get(name, []), key=lambda n: n["name"])
+        if name not in parts:
+            known = ", ".join(sorted(parts)) or "none"
+            problems.append(
+                f"partition {name} does not exist or has no nodes (Slurm has: {known}); "
+                "set smoke_train_partition to one of them"
+            )
+            continue
+        usable = [n for n in members if USABLE.match(n["state"])]
+        bad = [n for n in members if not USABLE.match(n["state"])]
+        count = int(nodes) or len(members)
+        if count > len(members):
+            problems.append(
+                f"partition {name} has {len(members)} node(s) "
+                f"({', '.join(n['name'] for n in members)}) but smoke_train_nodes={nodes}; "
+                "lower smoke_train_nodes, or set it to 0 (all)"
+            )
+            continue
+        if count > len(usable):
+            listed = "; ".join(
+                f"{n['name']} is {n['state']}" + (f" ({n['reason']})" if n["reason"] else "")
+                for n in bad
+            )
+            problems.append(
+                f"partition {name}: {listed}. The job would wait for them: mend them "
+                "(doctor.yml names the cause), or `scontrol update nodename=NODE state=resume`"
+            )
+            continue
+        chosen = usable[:count]
+        with_gpus = [n for n in chosen if n["gpus"] > 0]
+        if with_gpus and len(with_gpus) != len(chosen):
+            problems.append(
+                f"partition {name} mixes GPU nodes ({', '.join(n['name'] for n in with_gpus)}) "
+                f"and CPU-only nodes ({', '.join(n['name'] for n in chosen if not n['gpus'])}); "
+                "one job cannot give one rank per GPU and one per CPU node. Put the CPU-only "
+                "nodes in a partition of their own"
+            )
+            continue
+        gpus = {n["name"]: n["gpus"] for n in chosen}
+        runs.append(
+            {
+                "partition": name,
+                "nodes": [n["name"] for n in chosen],
+                "gpus": gpus,
+                "gpu_job": bool(with_gpus),
+                "total_gpus": sum(gpus.values()),
+                "world_size": sum(max(g, 1) for g in gpus.values()),
+            }
+        )
+    return {"runs": runs, "problems": problems}
+
+
+class FilterModule:
+    def filters(self) -> dict:
+        return {"smoke_layout": smoke_layout}
