@@ -67,6 +67,9 @@ def main() -> None:
         f"all_reduce {int(total.item())}",
         flush=True,
     )
+    # Every rank leaves together: a rank that exits while another still
+    # talks to it aborts the other (gloo under plain srun).
+    dist.barrier()
     dist.destroy_process_group()
 
 
