@@ -14,10 +14,16 @@ CTL = host("ctl")
 
 
 def newest_summary() -> dict:
-    reports = sorted(RESULTS.glob("*.json"), key=lambda p: p.stat().st_mtime)
-    reports = [p for p in reports if "verdict" in p.read_text()[:400]]
-    assert reports, f"no report in {RESULTS}"
-    return json.loads(reports[-1].read_text())
+    """The newest smoke_train.yml verdict (results/<run id>.json; not the doctor's)."""
+    found = []
+    for path in RESULTS.glob("*.json"):
+        if path.name.startswith(("doctor-", "fault-suite")):
+            continue
+        data = json.loads(path.read_text())
+        if isinstance(data, dict) and "partitions" in data:
+            found.append((path.stat().st_mtime, data))
+    assert found, f"no smoke verdict in {RESULTS}"
+    return max(found, key=lambda f: f[0])[1]
 
 
 def test_slurm_sees_the_uneven_layout() -> None:
