@@ -154,9 +154,10 @@ def path_problem(value: object) -> str:
 
 
 class _Check:
-    def __init__(self, hostvars: Mapping, groups: Mapping) -> None:
+    def __init__(self, hostvars: Mapping, groups: Mapping, defaults: Mapping) -> None:
         self.hv = hostvars
         self.groups = groups
+        self.defaults = defaults
         self.hosts = sorted(groups.get("all", []))
         self.found: dict[tuple[str, str, str], tuple[str, list[str]]] = {}
 
@@ -381,19 +382,15 @@ def _exports(c: _Check, host: str, value: Any) -> None:
 
 def _port(var: str) -> Callable[[_Check, str, Any], None]:
     def check(c: _Check, host: str, value: Any) -> None:
+        fix = f"e.g. {var}: {c.defaults[var]}" if var in c.defaults else f"set {var} to a free port"
         port = _int(value)
         if port is None or not 1 <= port <= 65535:
-            c.bad(host, var, value, "is not a TCP port (1-65535)", f"e.g. {var}: {PORTS[var]}")
+            c.bad(host, var, value, "is not a TCP port (1-65535)", fix)
             return
-        for other, default in PORTS.items():
-            if other != var and _int(c.hv[host].get(other, default)) == port:
-                c.bad(
-                    host,
-                    var,
-                    value,
-                    f"is also {other} (each Slurm daemon needs its own port)",
-                    f"e.g. {var}: {PORTS[var]}",
-                )
+        for other in PORTS:
+            if other != var and _int(c.hv[host].get(other, c.defaults.get(other))) == port:
+                problem = f"is also {other} (each Slurm daemon needs its own port)"
+                c.bad(host, var, value, problem, fix)
 
     return check
 
@@ -469,9 +466,14 @@ CHECKS: dict[str, Callable[[_Check, str, Any], None]] = {
 }
 
 
-def inventory_problems(hostvars: Mapping, groups: Mapping) -> list[str]:
-    """Every inventory value that a config file would carry and its daemon would refuse."""
-    c = _Check(hostvars, groups)
+def inventory_problems(
+    hostvars: Mapping, groups: Mapping, defaults: Mapping | None = None
+) -> list[str]:
+    """Every inventory value that a config file would carry and its daemon would refuse.
+
+    defaults: values the roles use where the inventory sets none (the ports).
+    """
+    c = _Check(hostvars, groups, defaults or {})
     for var, check in CHECKS.items():
         c.each(var, lambda host, value, check=check: check(c, host, value))
     return c.messages()
