@@ -268,6 +268,19 @@ def busbw_fraction(peak_busbw_gbps: float | None, tcp_gbps: float | None) -> flo
     return round(peak_busbw_gbps / tcp_gbps, 4)
 
 
+def lower_link(speeds_mbps: Iterable[object]) -> int | None:
+    """The slower of the known link speeds at both ends (Mbit/s); ``None`` if neither is known."""
+    known = [int(speed) for speed in speeds_mbps if isinstance(speed, int) and speed > 0]
+    return min(known, default=None)
+
+
+def link_fraction(tcp_gbps: float | None, link_mbps: int | None) -> float | None:
+    """The raw TCP rate over the link speed; a veth reports 10000 Mbit/s and moves more."""
+    if tcp_gbps is None or not link_mbps:
+        return None
+    return round(tcp_gbps / (link_mbps / 1000), 4)
+
+
 def typical(values: Sequence[float]) -> float:
     """The lower median: with two ranks it is the faster one, so one slow rank stands out."""
     return statistics.median_low(values)
@@ -491,8 +504,20 @@ def _summary(files: list[RankFile]) -> Record:
         "last_loss": losses[-1],
         "elapsed_s": max((v for v in elapsed if isinstance(v, int | float)), default=None),
         **headline(measurements if isinstance(measurements, dict) else {}),
+        "gpu_topology": _topologies(files),
         "measurements": measurements if isinstance(measurements, dict) else {},
     }
+
+
+def _topologies(files: list[RankFile]) -> Record | None:
+    """``{host: {"GPU0|GPU1": "NV12", ...}}`` from the ranks that recorded one (reported only)."""
+    found = {
+        str(rank_file.record.get("host")): rank_file.record["gpu_topology"]
+        for rank_file in files
+        if isinstance(rank_file.record.get("gpu_topology"), dict)
+        and rank_file.record["gpu_topology"]
+    }
+    return found or None
 
 
 def headline(measurements: Record) -> Record:
@@ -503,6 +528,7 @@ def headline(measurements: Record) -> Record:
         "peak_busbw_GBps": sweep.get("peak_busbw_GBps"),
         "peak_busbw_Gbps": sweep.get("peak_busbw_Gbps"),
         "tcp_Gbps": tcp.get("Gbps"),
+        "link_fraction": tcp.get("link_fraction"),
         "busbw_fraction": measurements.get("busbw_fraction"),
         "stragglers": throughput.get("stragglers"),
         "scaling_efficiency": scaling.get("efficiency"),

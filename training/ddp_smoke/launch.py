@@ -17,6 +17,8 @@ before it pays for importing torch.
   node, which ``torch.multiprocessing``-spawns ``--nproc-per-node`` workers; they
   meet at a ``file://`` rendezvous on the shared filesystem.
 - ``--nproc-per-node auto`` (``gpus_on_node``) and ``--iface`` (``select_interface``).
+- What this host has, for the measurements: the speed of an interface's link
+  (``link_of``, from sysfs) and the GPU topology (``gpu_topology``, ``nvidia-smi``).
 """
 
 from __future__ import annotations
@@ -573,3 +575,89 @@ def iface_report(iface: str | None, env: Mapping[str, str]) -> dict[str, str | N
     info: dict[str, str | None] = {"requested": iface}
     info.update({name: env.get(name) or None for name in IFACE_VARIABLES})
     return info
+
+
+# --- What this host has: link speeds and the GPU topology ---------------------------------
+
+SYS_CLASS_NET = Path("/sys/class/net")
+TOPOLOGY_TIMEOUT_S = 10.0
+# nvidia-smi underlines its header with ANSI escapes, even into a pipe.
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def interface_with_address(address: str) -> str | None:
+    """The interface whose IPv4 address is ``address``; ``None`` if no interface has it."""
+    try:
+        names = interface_names()
+    except OSError:
+        return None
+    for name in names:
+        try:
+            if interface_address(name) == address:
+                return name
+        except ValueError:
+            continue
+    return None
+
+
+def link_speed_mbps(iface: str, sysfs: Path = SYS_CLASS_NET) -> int | None:
+    """``<sysfs>/<iface>/speed`` in Mbit/s; ``None`` if missing, unreadable or not positive.
+
+    Virtual interfaces report nothing (loopback: EINVAL) or -1 (a link that is down);
+    a veth reports 10000 whatever it moves.
+    """
+    try:
+        speed = int((sysfs / iface / "speed").read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        return None
+    return speed if speed > 0 else None
+
+
+def link_of(
+    iface: str | None, local_address: str | None, sysfs: Path = SYS_CLASS_NET
+) -> dict[str, object]:
+    """``{"iface", "link_Mbps"}`` of ``--iface`` if given, else of the interface holding
+    ``local_address`` (this end of a connection); ``None`` values where unknown."""
+    name = iface or (interface_with_address(local_address) if local_address else None)
+    return {"iface": name, "link_Mbps": link_speed_mbps(name, sysfs) if name else None}
+
+
+def parse_gpu_topology(text: str) -> dict[str, str]:
+    """``nvidia-smi topo -m`` as ``{"GPU0|GPU1": "NV12", "GPU0|NIC0": "PIX", ...}``.
+
+    One entry per pair of devices (GPUs and NICs), in the matrix's order, row
+    before column; the affinity columns and the legend are left out.
+    """
+    lines = [_ANSI.sub("", line) for line in text.splitlines()]
+    header = next((tokens for tokens in map(str.split, lines) if _is_header(tokens)), [])
+    devices = list(itertools.takewhile(lambda token: token != "CPU", header))
+    links: dict[str, str] = {}
+    for line in lines:
+        tokens = line.split()
+        if not tokens or tokens[0] not in devices or len(tokens) <= len(devices):
+            continue
+        row = devices.index(tokens[0])
+        for column, value in enumerate(tokens[1 : len(devices) + 1]):
+            if column > row:
+                links[f"{devices[row]}|{devices[column]}"] = value
+    return links
+
+
+def _is_header(tokens: list[str]) -> bool:
+    """The column line: it starts with GPU0 as GPU0's row does, but without the self ``X``."""
+    return tokens[:1] == ["GPU0"] and tokens[1:2] != ["X"]
+
+
+def gpu_topology(nvidia_smi: str = "nvidia-smi") -> dict[str, str] | None:
+    """This host's GPU topology from ``nvidia-smi topo -m``; ``None`` if that cannot run."""
+    try:
+        done = subprocess.run(
+            [nvidia_smi, "topo", "-m"],
+            capture_output=True,
+            text=True,
+            timeout=TOPOLOGY_TIMEOUT_S,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return parse_gpu_topology(done.stdout) or None

@@ -9,7 +9,8 @@ the controller never imports it. In the order a rank meets them:
 - collectives that wait with an explicit timeout;
 - the checks that need torch: identities, all_reduce/broadcast/all_gather, the
   data set and its shards, DDP training and the parameters after it, the peers;
-- the measurements: all_reduce sweep, raw TCP transfer, throughput, scaling;
+- the measurements: all_reduce sweep, raw TCP transfer (with the link speed of
+  both ends), throughput, scaling; the GPU topology of rank 0's node;
 - fault injection (tests only) and progress records that name a lagging rank.
 
 What passes is decided in ``ddp_smoke.judge``, from what this module gathered.
@@ -131,6 +132,7 @@ class RankRun:
 
     def run(self) -> None:
         self._identify()
+        self._topology()
         self.faults.stall(self.ctx.rank, self.options.timeout_s)
         if "collectives" in self.options.checks:
             self._collectives()
@@ -171,6 +173,13 @@ class RankRun:
             judge.check_world_size(self.peers.world_size, self.options.expected_world_size)
         )
         self.record.checks.append(judge.check_unique_ranks(identities))
+
+    def _topology(self) -> None:
+        """Local rank 0 of rank 0's node records its GPU topology: reported, never judged."""
+        first_node = bool(self.peers.hosts) and self.ctx.host == self.peers.hosts[0]
+        if self.device.type == "cuda" and self.ctx.local_rank == 0 and first_node:
+            self.progress.enter("gpu_topology")
+            self.record.gpu_topology = launch.gpu_topology()
 
     def _collectives(self) -> None:
         for operation, dtype, size in collective_plan():
@@ -223,6 +232,7 @@ class RankRun:
             seed=self.options.seed,
             iface_addr=_iface_address(self.options.iface),
             master_addr=self.ctx.master_addr or None,
+            iface=self.options.iface,
         )
         results: dict[str, object] = {}
         for name, action in MEASUREMENTS.items():
@@ -382,6 +392,8 @@ class RankRecord:
     checks: list[CheckResult] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
     measurements: dict[str, object] = field(default_factory=dict)
+    # ``nvidia-smi topo -m`` of rank 0's node, recorded by its local rank 0 (CUDA only).
+    gpu_topology: dict[str, str] | None = None
     timings_s: dict[str, float] = field(default_factory=dict)
     elapsed_s: float = 0.0
     error: str | None = None
@@ -435,6 +447,7 @@ class RankRecord:
             "checks": [check.to_dict() for check in self.checks],
             "losses": self.losses,
             "measurements": self.measurements,
+            "gpu_topology": self.gpu_topology,
             "timings_s": self.timings_s,
             "elapsed_s": self.elapsed_s,
             "status": "pass" if self.ok else "fail",
@@ -929,6 +942,8 @@ class Bench:
     seed: int
     iface_addr: str | None = None
     master_addr: str | None = None
+    iface: str | None = None
+    sysfs: Path = launch.SYS_CLASS_NET
 
     @property
     def world_size(self) -> int:
@@ -1001,16 +1016,21 @@ def run_tcp(bench: Bench) -> Result:
     offer = _broadcast_offer(offer)
     seconds: float | None = None
     address: str | None = None
+    local: str | None = None
     if bench.rank == 0 and listener is not None:
-        seconds, error = _attempt(lambda: serve(listener, bench.options.tcp_bytes, limit))
+        served, error = _attempt(lambda: serve(listener, bench.options.tcp_bytes, limit))
+        seconds, local = served or (None, None)
     elif bench.rank == peer and offer is not None:
         addresses, port = offer
         outcome, error = _attempt(
             lambda: connect_any(addresses, port, bench.options.tcp_bytes, limit)
         )
-        seconds, address = outcome or (None, None)
+        seconds, address, local = outcome or (None, None, None)
+    mine: Result = {"seconds": seconds, "error": error, "address": address}
+    if bench.rank in (0, peer):
+        mine.update(launch.link_of(bench.iface, local, bench.sysfs))
     gathered: list[object] = [None] * bench.world_size
-    dist.all_gather_object(gathered, {"seconds": seconds, "error": error, "address": address})
+    dist.all_gather_object(gathered, mine)
     return _tcp_result(bench, peer, offer, gathered)
 
 
@@ -1056,6 +1076,10 @@ def _tcp_result(bench: Bench, peer: int, offer: Offer | None, gathered: list[obj
         "address": f"{client['address']}:{offer[1]}" if offer and client.get("address") else None,
         "bytes": nbytes,
         "error": None,
+        # The hardware's expectation: each end's interface and its sysfs speed.
+        "ifaces": [server.get("iface"), client.get("iface")],
+        "link_Mbps": judge.lower_link([server.get("link_Mbps"), client.get("link_Mbps")]),
+        "link_fraction": None,
     }
     if errors or not server.get("seconds") or not client.get("seconds"):
         why = "; ".join(errors) or "no timing came back"
@@ -1067,6 +1091,10 @@ def _tcp_result(bench: Bench, peer: int, offer: Offer | None, gathered: list[obj
         to_peer_Gbps=round(to_peer, 4),
         from_peer_Gbps=round(from_peer, 4),
         Gbps=round(min(to_peer, from_peer), 4),
+    )
+    result["link_fraction"] = judge.link_fraction(
+        float(result["Gbps"]),  # type: ignore[arg-type]
+        result["link_Mbps"],  # type: ignore[arg-type]
     )
     return result
 
@@ -1298,8 +1326,12 @@ def candidate_addresses(iface_addr: str | None, master_addr: str | None) -> list
 
 def connect_any(
     addresses: list[str], port: int, nbytes: int, timeout_s: float
-) -> tuple[float, str]:
-    """Run the protocol with the first address that accepts; ``(seconds, address)``."""
+) -> tuple[float, str, str]:
+    """Run the protocol with the first address that accepts.
+
+    Returns ``(seconds, address, local address)``: the client -> server time, the
+    address of rank 0 that answered, and this end's address of the connection.
+    """
     tried = []
     for address in addresses:
         try:
@@ -1310,12 +1342,17 @@ def connect_any(
             tried.append(f"{address}: {exc}")
             continue
         with conn:
-            return _client(conn, nbytes, timeout_s), address
+            local = str(conn.getsockname()[0])
+            return _client(conn, nbytes, timeout_s), address, local
     raise ConnectionError(f"no address of rank 0 answered on port {port}: {'; '.join(tried)}")
 
 
-def serve(listener: Listener, nbytes: int, timeout_s: float) -> float:
-    """Accept one client, run the protocol; return the server -> client seconds."""
+def serve(listener: Listener, nbytes: int, timeout_s: float) -> tuple[float, str]:
+    """Accept one client, run the protocol.
+
+    Returns ``(seconds, local address)``: the server -> client time and this end's
+    address of the connection (the one the client reached).
+    """
     deadline = time.monotonic() + timeout_s
     with listener.sock:
         conn, _ = listener.sock.accept()
@@ -1323,7 +1360,7 @@ def serve(listener: Listener, nbytes: int, timeout_s: float) -> float:
         conn.settimeout(timeout_s)
         _receive(conn, nbytes, deadline)
         conn.sendall(ACK)
-        return _send_timed(conn, nbytes, deadline)
+        return _send_timed(conn, nbytes, deadline), str(conn.getsockname()[0])
 
 
 def _client(conn: socket.socket, nbytes: int, timeout_s: float) -> float:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,7 @@ def render(body: Record) -> str:
     lines += _tcp_lines(parts.get("tcp"), parts.get("busbw_fraction"))
     lines += _throughput_lines(parts.get("throughput"))
     lines += _scaling_lines(parts.get("scaling"))
+    lines += _topology_lines(body.get("gpu_topology"))
     return "\n".join(lines)
 
 
@@ -157,6 +159,10 @@ def _tcp_lines(tcp: object, fraction: object) -> list[str]:
         f"tcp {hosts}: {_num(tcp.get('Gbps'), 2)} Gbit/s "
         f"(rank 0 -> peer {to_peer}, peer -> rank 0 {from_peer})"
     )
+    link, share = tcp.get("link_Mbps"), tcp.get("link_fraction")
+    if isinstance(link, int) and share is not None:
+        # "x the link", not a percentage: a veth reports 10000 Mbit/s and moves more.
+        text += f", {_num(share, 2)}x the {link} Mbit/s link"
     if fraction is not None:
         text += f"; peak busbw / tcp = {_num(fraction, 3)}"
     return [text]
@@ -203,6 +209,19 @@ def _scaling_lines(scaling: object) -> list[str]:
         f"({every.get('ranks')} ranks) {_num(every.get('samples_per_s'), 1)} samples/s, "
         f"efficiency {_num(scaling.get('efficiency'), 3)}"
     ]
+
+
+def _topology_lines(topology: object) -> list[str]:
+    """``gpu topology gpu01: NV12 x6, SYS x8`` per host: how many device pairs have each link."""
+    if not isinstance(topology, dict):
+        return []
+    lines = []
+    for host, links in topology.items():
+        if isinstance(links, dict):
+            kinds = Counter(str(kind) for kind in links.values())
+            counted = ", ".join(f"{kind} x{count}" for kind, count in kinds.most_common())
+            lines.append(f"gpu topology {host}: {counted} (pairs of GPUs and NICs)")
+    return lines
 
 
 def _rows(value: object) -> list[Record]:

@@ -99,6 +99,8 @@ def test_two_ranks_pass_with_measurements(tmp_path: Path, launch_ranks: Launcher
     assert summary["tcp_Gbps"] == measured["tcp"]["Gbps"]
     assert summary["peak_busbw_GBps"] == measured["sweep"]["peak_busbw_GBps"]
     assert summary["busbw_fraction"] == measured["busbw_fraction"]
+    assert (summary["link_fraction"], summary["gpu_topology"]) == (None, None)
+    assert all(record["gpu_topology"] is None for record in records)  # CPU: no nvidia-smi
     assert summary["scaling_efficiency"] == measured["scaling"]["efficiency"]
 
 
@@ -126,6 +128,8 @@ def assert_measurements(measured: dict[str, Any]) -> None:
     assert (tcp["bytes"], tcp["error"]) == (64 << 20, None)
     assert tcp["address"].startswith("127.0.0.1:")  # MASTER_ADDR, the first candidate
     assert tcp["Gbps"] == min(tcp["to_peer_Gbps"], tcp["from_peer_Gbps"]) > 0
+    # Both ends talk over loopback, whose sysfs speed is unreadable: no expectation.
+    assert (tcp["ifaces"], tcp["link_Mbps"], tcp["link_fraction"]) == (["lo", "lo"], None, None)
     assert measured["busbw_fraction"] == pytest.approx(
         sweep["peak_busbw_Gbps"] / tcp["Gbps"], rel=1e-3
     )

@@ -98,7 +98,7 @@ def test_progress_times_each_step() -> None:
 
 def test_tcp_transfer_both_ways_tries_addresses_in_order() -> None:
     listener = listen("127.0.0.1", 10.0)
-    served: list[float] = []
+    served: list[tuple[float, str]] = []
 
     def serve_one() -> None:
         served.append(serve(listener, 4 << 20, 10.0))
@@ -106,12 +106,13 @@ def test_tcp_transfer_both_ways_tries_addresses_in_order() -> None:
     server = threading.Thread(target=serve_one)
     server.start()
     # 127.0.0.2 is loopback too, but nothing listens there: the next address answers.
-    sent, used = connect_any(["127.0.0.2", "127.0.0.1"], listener.port, 4 << 20, 10.0)
+    sent, used, local = connect_any(["127.0.0.2", "127.0.0.1"], listener.port, 4 << 20, 10.0)
     server.join(timeout=20)
-    assert used == "127.0.0.1"
+    assert (used, local) == ("127.0.0.1", "127.0.0.1")
     assert sent > 0
     assert len(served) == 1
-    assert served[0] > 0
+    assert served[0][0] > 0
+    assert served[0][1] == "127.0.0.1"  # the address of rank 0's end, whose link is read
 
 
 def test_tcp_connect_failure_names_every_address() -> None:

@@ -48,6 +48,9 @@ MEASUREMENTS: dict[str, object] = {
         "to_peer_Gbps": 20.0,
         "from_peer_Gbps": 16.0,
         "Gbps": 16.0,
+        "ifaces": ["eth0", "eth0"],
+        "link_Mbps": 10000,
+        "link_fraction": 1.6,
     },
     "busbw_fraction": 0.6711,
     "throughput": {
@@ -114,6 +117,7 @@ NO_HEADLINE = {
     "peak_busbw_GBps": None,
     "peak_busbw_Gbps": None,
     "tcp_Gbps": None,
+    "link_fraction": None,
     "busbw_fraction": None,
     "stragglers": None,
     "scaling_efficiency": None,
@@ -141,6 +145,7 @@ def test_pass_summary_of_schema_1_files(tmp_path: Path) -> None:
         "last_loss": 0.2,
         "elapsed_s": 4.0,
         **NO_HEADLINE,
+        "gpu_topology": None,
         "measurements": {},
     }
 
@@ -167,6 +172,7 @@ def test_pass_summary_lifts_the_measurements(tmp_path: Path) -> None:
         "peak_busbw_GBps": 1.342177,
         "peak_busbw_Gbps": 10.737416,
         "tcp_Gbps": 16.0,
+        "link_fraction": 1.6,
         "busbw_fraction": 0.6711,
         "stragglers": [{"rank": 1, "host": "nodeB", "step_ms": 20.0, "ratio": 2.0}],
         "scaling_efficiency": 0.9,
@@ -186,8 +192,8 @@ def test_text_table_of_a_pass(tmp_path: Path) -> None:
         "     4 KiB       100.0       0.041       0.041",
         "    64 MiB     50000.0       1.342       1.342",
         "peak busbw 1.342 GB/s = 10.74 Gbit/s at 64 MiB",
-        "tcp nodeA <-> nodeB: 16.00 Gbit/s (rank 0 -> peer 20.00, peer -> rank 0 16.00); "
-        "peak busbw / tcp = 0.671",
+        "tcp nodeA <-> nodeB: 16.00 Gbit/s (rank 0 -> peer 20.00, peer -> rank 0 16.00), "
+        "1.60x the 10000 Mbit/s link; peak busbw / tcp = 0.671",
         "compute throughput (mlp 256-1024-256-1, batch 64, 20 steps, no communication):",
         "  rank host               step ms   samples/s",
         "     0 nodeA               10.000      6400.0",
