@@ -1,8 +1,10 @@
 """The command line: ``run`` on every rank, ``report DIR`` once after, ``plot`` on the controller.
 
 ``sbatch SCRIPT`` submits a batch script and waits for it, like ``sbatch --wait``
-but polling every second. Everything but ``run`` imports only the standard library
-(``plot`` adds matplotlib when it is installed): the controller that runs them has
+but polling every second. ``accept REPORT...`` judges a partition's run per node
+against the lab's history (``ddp_smoke.accept``) and appends the run to it.
+Everything but ``run`` imports only the standard library (``plot`` adds
+matplotlib when it is installed): the controller that runs them has
 no torch. ``run`` imports torch (``ddp_smoke.rank``) only once the environment fits
 its mode. ``main`` is the entry point (``python -m ddp_smoke``).
 """
@@ -17,7 +19,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ddp_smoke import batch, launch
+from ddp_smoke import accept, batch, launch
 from ddp_smoke.launch import (
     CHECK_GROUPS,
     DEFAULT_MEASURE,
@@ -193,6 +195,54 @@ def _add_torchrun(commands: argparse._SubParsersAction) -> None:  # type: ignore
             cmd.add_argument("run_args", nargs="*", help="options for run --mode torchrun")
 
 
+def _node_list(text: str) -> tuple[str, ...]:
+    """``a,b,c`` or a Slurm host list (``node[1-3]``); empty text is no nodes."""
+    if not text.strip():
+        return ()
+    try:
+        return tuple(launch.expand_hostlist(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of 0 or more")
+    return value
+
+
+def _add_accept(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    limits = accept.Limits()
+    cmd = commands.add_parser(
+        "accept", help="judge a partition's run per node against the history, then append it"
+    )
+    cmd.add_argument("reports", type=Path, nargs="+", help="report --out files, one per mode")
+    cmd.add_argument("--nodes", type=_node_list, required=True, help="the job's nodes: a,b,c")
+    cmd.add_argument("--pending", type=_node_list, default=(), help="nodes awaiting acceptance")
+    cmd.add_argument("--history", type=Path, required=True, help="JSON-lines file, appended")
+    cmd.add_argument("--run-id", default=None, help="stored in the history line")
+    cmd.add_argument("--partition", default=None, help="stored in the history line")
+    cmd.add_argument(
+        "--max-slowdown",
+        type=_non_negative_float,
+        default=limits.max_slowdown,
+        help=f"fail a node this much slower than its baseline (default {limits.max_slowdown})",
+    )
+    cmd.add_argument(
+        "--min-history",
+        type=_positive_int,
+        default=limits.min_history,
+        help=f"passing past values needed to compare (default {limits.min_history})",
+    )
+    cmd.add_argument(
+        "--window",
+        type=_positive_int,
+        default=limits.window,
+        help=f"baseline = median of the last K passing values (default {limits.window})",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ddp_smoke", description=__doc__, allow_abbrev=False)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -206,6 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot_cmd = commands.add_parser("plot", help="PNG of one or more reports (needs matplotlib)")
     plot_cmd.add_argument("reports", type=Path, nargs="+")
     plot_cmd.add_argument("--out", type=Path, required=True)
+    _add_accept(commands)
     sbatch_cmd = commands.add_parser(
         "sbatch", help="submit a batch script, wait for its end, exit with its exit code"
     )
@@ -233,6 +284,29 @@ def _report(args: argparse.Namespace) -> int:
         return 0
     lines = "\n".join(f"  - {cause}" for cause in verdict.causes)
     print(f"ddp_smoke report: FAIL for {args.result_dir}\n{lines}", file=sys.stderr)
+    return 1
+
+
+def _accept(args: argparse.Namespace) -> int:
+    """0 if every node passed, 1 if one failed, 2 on bad input (nothing appended)."""
+    job = accept.Job(nodes=args.nodes, pending=args.pending)
+    problems = job.problems()
+    if problems:
+        print(f"ddp_smoke accept: bad input: {'; '.join(problems)}", file=sys.stderr)
+        return 2
+    history, warnings = accept.read_history(args.history)
+    for warning in warnings:
+        print(f"ddp_smoke accept: warning: {warning}", file=sys.stderr)
+    limits = accept.Limits(args.max_slowdown, args.min_history, args.window)
+    reports = [accept.read_report(path) for path in args.reports]
+    result = accept.accept(reports, job, history, limits)
+    accept.append_history(args.history, accept.history_entry(result, args.run_id, args.partition))
+    print(json.dumps(result.to_dict(), sort_keys=True))
+    if result.passed:
+        return 0
+    failed = [node for node in job.nodes if result.blamed(node)]
+    lines = "\n".join(f"  - {finding.line}" for finding in result.findings)
+    print(f"ddp_smoke accept: FAIL for {', '.join(failed)}\n{lines}", file=sys.stderr)
     return 1
 
 
@@ -309,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         "torchrun-args": _torchrun_args,
         "torchrun": _torchrun,
         "plot": _plot,
+        "accept": _accept,
         "sbatch": lambda a: batch.main(a.script, a.poll, a.start_timeout),
     }
     if args.command in commands:

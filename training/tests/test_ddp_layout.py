@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 TRAINING = Path(__file__).resolve().parents[1]
-CONTROLLER_MODULES = ("cli", "launch", "judge", "report", "batch", "__main__")
+CONTROLLER_MODULES = ("cli", "launch", "judge", "report", "batch", "accept", "__main__")
 
 # A meta-path finder that refuses torch, as on a controller without it.
 BLOCK_TORCH = """
