@@ -238,6 +238,8 @@ def test_node_not_registered_under_its_short_hostname(probes: dict) -> None:
     [
         ("IDLE+DRAIN", "maintenance by admin", "WARN"),
         ("IDLE+DRAIN", "Low RealMemory", "FAIL"),
+        ("IDLE+DRAIN", "acceptance: pending", "WARN"),
+        ("IDLE+DRAIN", "acceptance: Low RealMemory", "WARN"),
         ("DOWN", "Not responding", "FAIL"),
         ("MIXED", "", "PASS"),
     ],
@@ -254,6 +256,9 @@ def test_node_state_and_reason_verbatim(probes: dict, state: str, reason: str, s
     assert r["status"] == status
     if reason:
         assert r["evidence"] == f"State={state} Reason={reason} [slurm@2026-12-01T09:00:00]"
+    if reason.startswith("acceptance:"):  # the gate's own drain: the smoke job resumes it
+        assert r["fix"].startswith("smoke_train.yml runs the acceptance job")
+        assert ("fix the cause first" in r["fix"]) == (reason != "acceptance: pending")
 
 
 def test_missing_gpu_is_the_cause_of_the_changed_slurm_conf_everywhere(probes: dict) -> None:

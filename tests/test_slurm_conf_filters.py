@@ -186,3 +186,10 @@ def test_stale_copies_first_node_wins() -> None:
 def test_first_install_is_a_restart() -> None:
     assert f.slurm_conf_change("", BASE) == "restart"
     assert f.slurm_conf_change(None, BASE) == "restart"
+
+
+def test_conf_diff_names_new_and_redefined_nodes() -> None:
+    old = "ClusterName=c\nNodeName=node1 CPUs=2\nNodeName=node2 CPUs=2\nNodeName=gone CPUs=1\n"
+    new = "ClusterName=c\nNodeName=node1 CPUs=2\nNodeName=node2 CPUs=4\nNodeName=node3 CPUs=2\n"
+    assert f.slurm_conf_diff(old, new) == {"change": "nodes", "nodes": ["node2", "node3"]}
+    assert f.slurm_conf_diff(new, new) == {"change": "none", "nodes": []}

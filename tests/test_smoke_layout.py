@@ -30,6 +30,8 @@ def test_default_partition_one_rank_per_gpu_on_uneven_nodes() -> None:
         "gpu_job": True,
         "total_gpus": 3,
         "world_size": 3,
+        "pending": [],
+        "good": ["node1", "node2"],
     }
 
 
@@ -88,3 +90,57 @@ def test_a_drained_node_is_skipped_when_fewer_nodes_are_asked() -> None:
     lines = [*LAB[:2], "gpu*|node2|gpu:1|drain|admin"]
     (run,) = smoke_layout(lines, "", 1)["runs"]
     assert run["nodes"] == ["node1"]
+
+
+def test_no_node_awaits_acceptance_on_a_normal_run() -> None:
+    (run,) = smoke_layout([*LAB[:2], "gpu*|node2|gpu:1|mix|acceptance: pending"])["runs"]
+    # Only a drained node awaits acceptance: the reason alone does not make it so.
+    assert (run["nodes"], run["pending"]) == (["node1", "node2"], [])
+
+
+def test_nodes_awaiting_acceptance_run_with_one_known_good_node() -> None:
+    lines = [
+        "gpu*|node1|gpu:1|mix|none",
+        "gpu*|node2|gpu:1|idle|none",
+        "gpu*|node3|gpu:1|drain|acceptance: pending",
+        "gpu*|node4|gpu:1|drng|acceptance: gloo all_reduce failed",
+        "gpu*|node5|gpu:1|drain|admin: disk swap",
+        "gpu*|node6|gpu:1|idle|none",
+    ]
+    out = smoke_layout(lines, "", 2)  # the node count is not read for acceptance
+    assert out["problems"] == []
+    (run,) = out["runs"]
+    assert run["nodes"] == ["node2", "node3", "node4"]
+    assert (run["pending"], run["good"], run["world_size"]) == (["node3", "node4"], ["node2"], 3)
+
+
+def test_acceptance_without_an_idle_node_runs_the_pending_nodes_alone() -> None:
+    lines = ["cpu*|a|(null)|alloc|none", "cpu*|b|(null)|drain|acceptance: pending"]
+    (run,) = smoke_layout(lines)["runs"]
+    assert (run["nodes"], run["good"], run["world_size"]) == (["b"], [], 1)
+
+
+def test_an_admin_drain_is_not_taken_for_a_pending_node() -> None:
+    lines = [*LAB[:2], "gpu*|node2|gpu:1|drain|acceptance pending by hand"]
+    out = smoke_layout(lines)
+    assert out["runs"] == [] and "node2 is drain" in out["problems"][0]
+
+
+def test_a_pending_node_that_does_not_answer_is_refused() -> None:
+    lines = [*LAB[:2], "gpu*|node2|gpu:1|drain*|acceptance: pending"]
+    out = smoke_layout(lines)
+    assert out["runs"] == [] and "node2 is drain* (acceptance: pending)" in out["problems"][0]
+
+
+def test_only_pending_runs_just_the_partitions_with_nodes_to_accept() -> None:
+    lines = [
+        "cpu|ctl|(null)|down*|Not responding",
+        "gpu*|node1|gpu:2|idle|none",
+        "gpu*|node2|gpu:1|drain|acceptance: pending",
+    ]
+    out = smoke_layout(lines, "all", only_pending=True)
+    assert out["problems"] == []  # the cpu partition's down node is not this run's business
+    assert [(r["partition"], r["nodes"], r["pending"]) for r in out["runs"]] == [
+        ("gpu", ["node1", "node2"], ["node2"])
+    ]
+    assert smoke_layout(lines[1:2], "all", only_pending=True) == {"runs": [], "problems": []}

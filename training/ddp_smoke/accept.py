@@ -164,10 +164,19 @@ def named_nodes(text: str, nodes: Sequence[str]) -> tuple[str, ...]:
 
 
 def blamed_by(cause: str, job: Job) -> tuple[str, ...]:
-    """The job nodes ``cause`` names; the suspects when it names none, and also when its
-    list of hosts was cut short (``... and 4 more``), since those it left out are unknown."""
+    """The job nodes ``cause`` names, and the suspects (the pending nodes, else all).
+
+    A cause that names pending nodes blames only those: the job is there to prove
+    them, and the nodes in service it names too are the peers they were compared with
+    ("parameters of rank 1 on node3 differ from rank 0 on node1"). One that names
+    only nodes in service, or none, or whose list of hosts was cut short (``... and 4
+    more``), also blames every pending node: the job failed, so none was proven."""
     named = named_nodes(cause, job.nodes)
-    if named and not _CUT_LIST.search(cause):
+    cut = bool(_CUT_LIST.search(cause))
+    pending = tuple(node for node in named if node in job.pending)
+    if pending and not cut:
+        return pending
+    if named and not cut and not job.pending:
         return named
     return tuple(node for node in job.nodes if node in named or node in job.suspects())
 

@@ -139,12 +139,18 @@ def test_unattributed_failure_without_pending_nodes_blames_every_node() -> None:
     assert verdicts(result) == dict.fromkeys(NODES, False)
 
 
-def test_a_cause_naming_a_node_in_service_spares_the_pending_ones() -> None:
+def test_a_cause_naming_only_a_node_in_service_leaves_the_pending_ones_unproven() -> None:
     result = judged(fail_body("rank 0 on node1 failed: CUDA error"), pending=("node3",))
     assert (result["passed"], verdicts(result)) == (
         False,
-        {"node1": False, "node2": True, "node3": True},
+        {"node1": False, "node2": True, "node3": False},
     )
+
+
+def test_a_cause_naming_a_pending_node_spares_the_peer_it_was_compared_with() -> None:
+    text = "ranks 0-1 on node1, node3 failed: parameters of rank 1 on node3 differ from rank 0"
+    result = judged(fail_body(text), pending=("node3",))
+    assert verdicts(result) == {"node1": True, "node2": True, "node3": False}
 
 
 def test_a_cut_list_of_hosts_also_blames_the_pending_nodes() -> None:

@@ -543,6 +543,7 @@ class _Doctor:
                 self.add(h, "hw.match", "PASS", evidence)
 
     def node_state(self) -> None:
+        gate = str(self.ctx.get("acceptance_prefix") or "acceptance:")
         for h in self.hosts:
             if h not in self.computes:
                 self.add(h, "slurm.node", "SKIP", "not a compute node")
@@ -580,6 +581,17 @@ class _Doctor:
                     text,
                     f"fix the cause on {h}, then site.yml returns it to service "
                     f"(scontrol update nodename={name} state=resume)",
+                )
+            elif flags & {"DRAIN", "DRAINING", "DRAINED"} and reason.startswith(gate):
+                # The acceptance gate's own drain: not a fault of the cluster;
+                # the smoke job is what resumes it (or names why it failed).
+                self.add(
+                    h,
+                    "slurm.node",
+                    "WARN",
+                    text,
+                    "smoke_train.yml runs the acceptance job on it and resumes it when it passes"
+                    + ("" if reason.startswith(f"{gate} pending") else "; fix the cause first"),
                 )
             elif flags & {"DRAIN", "DRAINING", "DRAINED"}:
                 status = "FAIL" if SLURM_DRAIN_REASONS.match(reason) else "WARN"

@@ -144,6 +144,21 @@ def slurm_conf_change(old: str | None, new: str) -> str:
     return "none"
 
 
+def changed_node_lines(old: str | None, new: str) -> list:
+    """NodeNames whose NodeName line is new or differs (CPUs, memory, Gres...).
+
+    Such nodes' hardware (or what Slurm is told of it) changed: they wait for
+    the acceptance job before they take work again.
+    """
+    before, after = _parse(old or "")[1], _parse(new)[1]
+    return sorted(n for n, line in after.items() if before.get(n) != line)
+
+
+def slurm_conf_diff(old: str | None, new: str) -> dict:
+    """{'change': slurm_conf_change, 'nodes': changed_node_lines}: the new file parsed once."""
+    return {"change": slurm_conf_change(old, new), "nodes": changed_node_lines(old, new)}
+
+
 def gres_nodes(text: str | None) -> dict:
     """{NodeName: [its gres.conf lines]} of a cluster-wide gres.conf (NodeName= lines)."""
     out: dict = {}
@@ -183,5 +198,6 @@ class FilterModule:
             "slurm_gres_lines": gres_lines,
             "slurm_conf_change": slurm_conf_change,
             "slurm_gres_changed_nodes": gres_changed_nodes,
+            "slurm_conf_diff": slurm_conf_diff,
             "slurm_stale_copies": stale_copies,
         }

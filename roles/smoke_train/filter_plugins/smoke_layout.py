@@ -10,6 +10,10 @@ import re
 
 # Node states (sinfo %t, compact) in which a node can take the job.
 USABLE = re.compile(r"^(idle|mix|alloc|comp)$")
+# Drained (or draining) and answering: with the acceptance prefix in its
+# reason, a node that waits for the job to prove it.
+DRAINED = re.compile(r"^(drain|drng)$")
+PREFIX = "acceptance:"
 
 
 def _gpus(gres: str) -> int:
@@ -41,14 +45,35 @@ def _parse(lines: list) -> tuple[dict, str]:
     return parts, default
 
 
-def smoke_layout(lines: list, request: str = "", nodes: int = 0) -> dict:
+def _pending(node: dict, prefix: str) -> bool:
+    return bool(DRAINED.match(node["state"])) and node["reason"].startswith(prefix)
+
+
+def _acceptance(members: list, prefix: str) -> list:
+    """Nodes awaiting acceptance, with the first idle node that is in service
+    (the known-good one) in front, when the partition has one."""
+    pending = [n for n in members if _pending(n, prefix)]
+    if not pending:
+        return []
+    good = [n for n in members if n["state"] == "idle"][:1]
+    return good + pending
+
+
+def smoke_layout(
+    lines: list, request: str = "", nodes: int = 0, prefix: str = PREFIX, only_pending: bool = False
+) -> dict:
     """The runs the smoke job makes, or why it cannot start.
 
     request: '' (the default partition), a partition name, or 'all' (each in turn).
     nodes: how many nodes per partition (0: all of them).
-    Returns {'runs': [{partition, nodes, gpus: {node: n}, world_size, gpu_job}],
-             'problems': [text, ...]}: one rank per GPU on GPU nodes, one per
-    CPU-only node; the world size is the sum.
+    prefix: the drain reason's prefix of nodes awaiting acceptance. A partition
+    with such nodes runs them with one known-good (idle) node, if it has one,
+    and nothing else: `nodes` is not read, and drains by an admin are not
+    needed, so they do not stop it. only_pending: only such partitions run
+    (site.yml's acceptance play); the others are not looked at.
+    Returns {'runs': [{partition, nodes, gpus: {node: n}, world_size, gpu_job,
+             total_gpus, pending, good}], 'problems': [text, ...]}: one rank per
+    GPU on GPU nodes, one per CPU-only node; the world size is the sum.
     """
     parts, default = _parse(lines)
     problems: list = []
@@ -70,9 +95,12 @@ def smoke_layout(lines: list, request: str = "", nodes: int = 0) -> dict:
                 "set smoke_train_partition to one of them"
             )
             continue
+        accept = _acceptance(members, prefix)
+        if only_pending and not accept:
+            continue
         usable = [n for n in members if USABLE.match(n["state"])]
         bad = [n for n in members if not USABLE.match(n["state"])]
-        count = int(nodes) or len(members)
+        count = len(accept) or int(nodes) or len(members)
         if count > len(members):
             problems.append(
                 f"partition {name} has {len(members)} node(s) "
@@ -80,7 +108,7 @@ def smoke_layout(lines: list, request: str = "", nodes: int = 0) -> dict:
                 "lower smoke_train_nodes, or set it to 0 (all)"
             )
             continue
-        if count > len(usable):
+        if not accept and count > len(usable):
             listed = "; ".join(
                 f"{n['name']} is {n['state']}" + (f" ({n['reason']})" if n["reason"] else "")
                 for n in bad
@@ -90,7 +118,7 @@ def smoke_layout(lines: list, request: str = "", nodes: int = 0) -> dict:
                 "(doctor.yml names the cause), or `scontrol update nodename=NODE state=resume`"
             )
             continue
-        chosen = usable[:count]
+        chosen = sorted(accept, key=lambda n: n["name"]) or usable[:count]
         with_gpus = [n for n in chosen if n["gpus"] > 0]
         if with_gpus and len(with_gpus) != len(chosen):
             problems.append(
@@ -109,6 +137,8 @@ def smoke_layout(lines: list, request: str = "", nodes: int = 0) -> dict:
                 "gpu_job": bool(with_gpus),
                 "total_gpus": sum(gpus.values()),
                 "world_size": sum(max(g, 1) for g in gpus.values()),
+                "pending": [n["name"] for n in chosen if _pending(n, prefix)],
+                "good": [n["name"] for n in chosen if not _pending(n, prefix)],
             }
         )
     return {"runs": runs, "problems": problems}
