@@ -6,7 +6,7 @@ against the lab's history (``ddp_smoke.accept``) and appends the run to it.
 Everything but ``run`` imports only the standard library (``plot`` adds
 matplotlib when it is installed): the controller that runs them has
 no torch. ``run`` imports torch (``ddp_smoke.rank``) only once the environment fits
-its mode. ``main`` is the entry point (``python -m ddp_smoke``).
+its mode. ``main`` is the entry point (``python -m ddp_smoke``, the ``ddp-smoke`` script).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ddp_smoke import accept, batch, launch
+from ddp_smoke import __version__, accept, batch, launch
 from ddp_smoke.launch import (
     CHECK_GROUPS,
     DEFAULT_MEASURE,
@@ -245,6 +245,7 @@ def _add_accept(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ddp_smoke", description=__doc__, allow_abbrev=False)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     _add_run(commands)
     report_cmd = commands.add_parser("report", help="judge the rank files of a finished job")
