@@ -30,6 +30,7 @@ test-host: host nfs-host
 	$(BIN)/python molecule/shared/hostprep.py image --suite trixie
 
 lint: venv
+	pre-commit validate-config .pre-commit-config.yaml
 	yamllint --strict .
 	ansible-lint
 	ruff check .

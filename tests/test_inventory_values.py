@@ -282,6 +282,18 @@ CASES = [
         ["slurm_common_return_to_service=3 is not a whole number in 0-2"],
     ),
     (
+        "acceptance-not-a-bool",
+        with_(cluster_acceptance="sometimes"),
+        None,
+        ["cluster_acceptance='sometimes' is not true or false"],
+    ),
+    (
+        "acceptance-mode-unknown",
+        with_(cluster_acceptance_modes=["srun", "mpirun"]),
+        None,
+        ["cluster_acceptance_modes=['srun', 'mpirun'] names mpirun, not a launch mode", "[srun]"],
+    ),
+    (
         "smoke-time-limit",
         with_(smoke_train_time_limit=0),
         None,

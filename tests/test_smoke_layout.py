@@ -144,3 +144,34 @@ def test_only_pending_runs_just_the_partitions_with_nodes_to_accept() -> None:
         ("gpu", ["node1", "node2"], ["node2"])
     ]
     assert smoke_layout(lines[1:2], "all", only_pending=True) == {"runs": [], "problems": []}
+
+
+def test_a_pending_node_in_two_partitions_is_accepted_once_in_the_larger_job() -> None:
+    # A first install: every node waits; node1 is also in `debug`.
+    lines = [
+        "gpu*|node1|gpu:1|drain|acceptance: pending",
+        "gpu*|node2|gpu:1|drain|acceptance: pending",
+        "debug|node1|gpu:1|drain|acceptance: pending",
+    ]
+    out = smoke_layout(lines, "all", only_pending=True)
+    assert out["problems"] == []
+    assert [(r["partition"], r["nodes"], r["pending"]) for r in out["runs"]] == [
+        ("gpu", ["node1", "node2"], ["node1", "node2"])
+    ]
+    # Without only_pending the other partition runs on what is left of it.
+    lines.append("debug|node5|gpu:1|idle|none")
+    runs = smoke_layout(lines, "all")["runs"]
+    assert [(r["partition"], r["nodes"], r["pending"]) for r in runs] == [
+        ("gpu", ["node1", "node2"], ["node1", "node2"]),
+        ("debug", ["node5"], []),
+    ]
+
+
+def test_a_pending_node_is_accepted_beside_a_known_good_node_where_it_can() -> None:
+    lines = [
+        "debug|node1|gpu:1|drain|acceptance: pending",
+        "gpu*|node1|gpu:1|drain|acceptance: pending",
+        "gpu*|node2|gpu:1|idle|none",
+    ]
+    (run,) = smoke_layout(lines, "all", only_pending=True)["runs"]
+    assert (run["partition"], run["nodes"], run["good"]) == ("gpu", ["node1", "node2"], ["node2"])

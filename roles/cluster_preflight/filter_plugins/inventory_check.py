@@ -433,7 +433,36 @@ def _overrides(c: _Check, host: str, value: Any) -> None:
             c.bad(host, f"{var}.{key}", val, "is not a whole number >= 1", f"e.g. {key}: 64")
 
 
+SMOKE_MODES = ("srun", "torchrun", "sbatch", "spawn")
+
+
+def _acceptance(c: _Check, host: str, value: Any) -> None:
+    if not isinstance(value, bool) and str(value).lower() not in ("true", "false", "yes", "no"):
+        c.bad(
+            host,
+            "cluster_acceptance",
+            value,
+            "is not true or false",
+            "e.g. cluster_acceptance: true",
+        )
+
+
+def _acceptance_modes(c: _Check, host: str, value: Any) -> None:
+    var = "cluster_acceptance_modes"
+    fix = (
+        f"a list of {', '.join(SMOKE_MODES)}, e.g. {var}: [srun] ([] leaves it to smoke_train.yml)"
+    )
+    if not isinstance(value, list):
+        c.bad(host, var, value, "is not a list", fix)
+        return
+    unknown = [m for m in value if m not in SMOKE_MODES]
+    if unknown:
+        c.bad(host, var, value, f"names {', '.join(map(str, unknown))}, not a launch mode", fix)
+
+
 CHECKS: dict[str, Callable[[_Check, str, Any], None]] = {
+    "cluster_acceptance": _acceptance,
+    "cluster_acceptance_modes": _acceptance_modes,
     "cluster_name": _cluster_name,
     "slurm_common_partitions": _partitions,
     "slurm_common_extra_config": _extra_config,

@@ -59,6 +59,11 @@ def _acceptance(members: list, prefix: str) -> list:
     return good + pending
 
 
+def _claim_order(members: list, name: str, prefix: str) -> tuple:
+    pending = sum(_pending(n, prefix) for n in members)
+    return (-pending, -len(members) if pending else 0, name)
+
+
 def smoke_layout(
     lines: list, request: str = "", nodes: int = 0, prefix: str = PREFIX, only_pending: bool = False
 ) -> dict:
@@ -78,7 +83,10 @@ def smoke_layout(
     parts, default = _parse(lines)
     problems: list = []
     if request == "all":
-        wanted = sorted(parts)
+        # Partitions with the most nodes awaiting acceptance first, then the
+        # larger ones: a node in two partitions is accepted once, in the job
+        # most likely to have a known-good node beside it (see claimed).
+        wanted = sorted(parts, key=lambda p: _claim_order(parts[p], p, prefix))
     elif request:
         wanted = [request]
     else:
@@ -86,8 +94,13 @@ def smoke_layout(
         if not default:
             problems.append("Slurm reports no default partition; set smoke_train_partition")
     runs = []
+    # Pending nodes an earlier run of this layout tests: later partitions
+    # leave them out (the earlier run resumes them, or leaves them drained).
+    claimed: set = set()
     for name in wanted:
-        members = sorted(parts.get(name, []), key=lambda n: n["name"])
+        members = sorted(
+            (n for n in parts.get(name, []) if n["name"] not in claimed), key=lambda n: n["name"]
+        )
         if name not in parts:
             known = ", ".join(sorted(parts)) or "none"
             problems.append(
@@ -128,6 +141,7 @@ def smoke_layout(
                 "nodes in a partition of their own"
             )
             continue
+        claimed.update(n["name"] for n in chosen if _pending(n, prefix))
         gpus = {n["name"]: n["gpus"] for n in chosen}
         runs.append(
             {

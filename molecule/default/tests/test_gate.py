@@ -1,0 +1,125 @@
+"""The acceptance gate: a node added with `site.yml --limit` waits drained
+("acceptance: pending"); a fault keeps it drained with its cause; a clean
+smoke job resumes it; an admin's drain is never lifted; a full run removes it."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT, host, platforms
+
+NEW = "node3"
+SRUN_ONLY = '{"smoke_train_modes": ["srun"]}'
+
+
+def node_state(name: str) -> str:
+    out = host("ctl").run(f"sinfo --noheader --Node --nodes={name} --format=%t")
+    return out.stdout.strip().splitlines()[0] if out.rc == 0 and out.stdout.strip() else ""
+
+
+def state_and_reason(name: str) -> tuple[str, str]:
+    out = host("ctl").check_output(f"sinfo --noheader --Node --nodes={name} --format='%t|%E'")
+    state, _, reason = out.splitlines()[0].partition("|")
+    return state, reason
+
+
+def run_id(out: str) -> str:
+    found = re.findall(r"(?:results|runs)/(\d{8}T\d{6}Z-\d+)", out)
+    assert found, out[-3000:]
+    return found[-1]
+
+
+def history(run: str) -> list[dict]:
+    lines = (ROOT / "results/history.jsonl").read_text().splitlines()
+    return [entry for entry in map(json.loads, lines) if entry.get("run_id") == run]
+
+
+def no_reservation() -> bool:
+    return "No reservations" in host("ctl").check_output("scontrol show reservation")
+
+
+@pytest.fixture
+def node3(tmp_path: Path, run_playbook):
+    subprocess.run(["docker", "rm", "-f", NEW], capture_output=True, check=False)
+    compute = next(p for p in platforms() if "slurm_compute" in p.get("groups", []))
+    made = run_playbook(
+        str(ROOT / "molecule/shared/create.yml"),
+        "-e",
+        json.dumps(
+            {
+                "molecule_yml": {"platforms": [{**compute, "name": NEW, "hostname": NEW}]},
+                "create_keep_facts": True,
+            }
+        ),
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    extra = tmp_path / "node3.yml"
+    node = {"slurm_compute_gpus": 1, "ansible_connection": "docker"}
+    inventory = {"all": {"children": {"slurm_compute": {"hosts": {NEW: node}}}}}
+    extra.write_text(yaml.safe_dump(inventory))
+    try:
+        yield extra
+    finally:
+        host("ctl").run("scontrol update nodename=node2 state=resume")
+        subprocess.run(["docker", "rm", "-f", NEW], capture_output=True, check=False)
+        removed = run_playbook("site.yml")
+        assert removed.returncode == 0, removed.stdout[-3000:] + removed.stderr
+        assert node_state(NEW) == ""
+
+
+def test_a_new_node_waits_for_the_acceptance_job(run_playbook, node3: Path) -> None:
+    prepare = run_playbook(
+        str(ROOT / "molecule/shared/prepare.yml"), "--limit", NEW, inventories=(node3,)
+    )
+    assert prepare.returncode == 0, prepare.stdout + prepare.stderr
+
+    # [] modes: site.yml drains the new node and leaves the job to smoke_train.yml.
+    added = run_playbook(
+        "site.yml", "--limit", NEW, "-e", '{"cluster_acceptance_modes": []}', inventories=(node3,)
+    )
+    out = added.stdout + added.stderr
+    assert added.returncode == 0, out[-3000:]
+    assert "Drain new and changed nodes until the acceptance job passes them" in out
+    assert state_and_reason(NEW) == ("drain", "acceptance: pending")
+    assert node_state("node1") == "idle" and node_state("node2") == "idle"  # in service
+
+    host("ctl").check_output("scontrol update nodename=node2 state=drain reason='admin: disk swap'")
+    # The job runs on node3 and one known-good idle node, node1 (node2 is the
+    # admin's); node1 sorts first, so rank 1 is node3's and the fault hits it.
+    failed = run_playbook(
+        "smoke_train.yml",
+        "-e",
+        SRUN_ONLY,
+        "-e",
+        "smoke_train_fault=perturb_params:1",
+        inventories=(node3,),
+    )
+    out = failed.stdout + failed.stderr
+    assert failed.returncode != 0, out[-3000:]
+    assert "(left drained: acceptance: ...)" in out, out[-3000:]
+    state, reason = state_and_reason(NEW)
+    assert state == "drain" and reason.startswith("acceptance: [srun] "), reason
+    assert "parameters of rank 1 on node3 differ" in reason, reason
+    assert state_and_reason("node2") == ("drain", "admin: disk swap")
+    assert node_state("node1") == "idle" and no_reservation()
+    (entry,) = history(run_id(out))
+    assert (entry["nodes"], entry["pending"]) == (["node1", NEW], [NEW]), entry
+    assert entry["node_passed"] == {"node1": True, NEW: False}, entry
+
+    passed = run_playbook("smoke_train.yml", "-e", SRUN_ONLY, inventories=(node3,))
+    out = passed.stdout + passed.stderr
+    assert passed.returncode == 0, out[-3000:]
+    assert f"(accepted: {NEW}, back in service)" in out, out[-3000:]
+    assert node_state(NEW) == "idle" and no_reservation()
+    assert state_and_reason("node2") == ("drain", "admin: disk swap")  # never the gate's to lift
+    (entry,) = history(run_id(out))
+    assert entry["passed"] and entry["node_passed"] == {"node1": True, NEW: True}, entry
+    assert set(entry["figures"]["step_ms"]) == {"node1", NEW}, entry
+    # In service: an ordinary job may now land on it.
+    ran = host("ctl").check_output(f"timeout 60 srun --immediate=30 -w {NEW} hostname")
+    assert ran.strip() == NEW
