@@ -293,3 +293,20 @@ def test_torchrun_standalone_from_the_wheel(venv_with_torch: Path, tmp_path: Pat
     reported = run([script, "report", tmp_path, "--format=text"], clean_env(), cwd=tmp_path)
     assert reported.returncode == 0, reported.stderr
     assert reported.stdout.startswith("ddp_smoke PASS torchrun")
+
+
+def test_the_wheel_imports_in_place_as_the_roles_use_it(wheel: Path, tmp_path: Path) -> None:
+    """The smoke_train role puts the wheel on the shared filesystem and runs
+    ``python3 -m ddp_smoke`` with it as PYTHONPATH (a pure-Python wheel is a zip)."""
+    results = tmp_path / "srun"
+    results.mkdir()
+    body = {"schema": 2, "rank": 0, "world_size": 1, "job_id": "7", "host": "gpu01"}
+    body.update(mode="srun", status="pass", checks=[{"name": "world_size", "ok": True}])
+    (results / "rank-0.json").write_text(json.dumps(body))
+    env = clean_env(PYTHONPATH=str(wheel))
+    argv = [sys.executable, "-m", "ddp_smoke", "report", results, "--expected-world-size=1"]
+    done = run(argv, env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["verdict"] == "PASS"
+    where = run([sys.executable, "-c", "import ddp_smoke; print(ddp_smoke.__file__)"], env)
+    assert where.stdout.strip() == f"{wheel}/ddp_smoke/__init__.py", where.stdout
