@@ -8,6 +8,7 @@ could pick up another tree's file.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryFile
 from typing import IO
+
+import pytest
 
 TRAINING_DIR = Path(__file__).resolve().parent.parent
 HOSTS = ("nodeA", "nodeB")
@@ -196,3 +199,30 @@ def _wait_all(procs: list[subprocess.Popen[str]], kill_on_bad_exit: bool) -> Non
 def _read(stream: IO[str]) -> str:
     stream.seek(0)
     return stream.read()
+
+
+# --- Interpreters: this one, and the nodes' Ubuntu 22.04 Python where there is one ---
+
+
+def python_310() -> str | None:
+    """A Python 3.10 (the nodes' Ubuntu 22.04 Python), if this machine has a working one."""
+    found = shutil.which("python3.10")
+    if found is None:
+        return None
+    probe = subprocess.run(
+        [found, "-c", "import sys; print(sys.version_info[:2] == (3, 10))"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    return found if probe.stdout.strip() == "True" else None
+
+
+def interpreters() -> list[object]:
+    old = python_310()
+    reason = "no working python3.10 on this machine"
+    return [
+        pytest.param(sys.executable, id="this-python"),
+        pytest.param(old, id="python3.10", marks=pytest.mark.skipif(old is None, reason=reason)),
+    ]

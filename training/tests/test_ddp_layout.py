@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from ddp_launch import interpreters
 
 TRAINING = Path(__file__).resolve().parents[1]
 CONTROLLER_MODULES = ("cli", "launch", "judge", "report", "batch", "accept", "__main__")
@@ -26,30 +25,6 @@ class NoTorch(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, NoTorch())
 """
-
-
-def python_310() -> str | None:
-    """A Python 3.10 (the nodes' Ubuntu 22.04 Python), if this machine has a working one."""
-    found = shutil.which("python3.10")
-    if found is None:
-        return None
-    probe = subprocess.run(
-        [found, "-c", "import sys; print(sys.version_info[:2] == (3, 10))"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    return found if probe.stdout.strip() == "True" else None
-
-
-def interpreters() -> list[object]:
-    old = python_310()
-    reason = "no working python3.10 on this machine"
-    return [
-        pytest.param(sys.executable, id="this-python"),
-        pytest.param(old, id="python3.10", marks=pytest.mark.skipif(old is None, reason=reason)),
-    ]
 
 
 def run_python(

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-from ddp_launch import free_port
+from ddp_launch import free_port, interpreters
 
 from ddp_smoke import __version__
 
@@ -31,21 +31,6 @@ TRAINING = Path(__file__).resolve().parents[1]
 WHEEL_NAME = "ddp_smoke-0.1.0-py3-none-any.whl"
 MODULES = ("__init__", "__main__", "accept", "batch", "cli", "judge", "launch", "rank", "report")
 TIMEOUT_S = 120
-
-
-def python_310() -> str | None:
-    """A working Python 3.10 (the nodes' Ubuntu 22.04 Python), as in ``test_ddp_layout``."""
-    found = shutil.which("python3.10")
-    if found is None:
-        return None
-    probe = subprocess.run(
-        [found, "-c", "import sys; print(sys.version_info[:2] == (3, 10))"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    return found if probe.stdout.strip() == "True" else None
 
 
 def clean_env(venv: Path | None = None, **extra: str) -> dict[str, str]:
@@ -116,15 +101,6 @@ def make_venv(python: str, where: Path, wheel: Path) -> Path:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_wheel(tmp_path_factory.mktemp("wheel"))
-
-
-def interpreters() -> list[object]:
-    old = python_310()
-    reason = "no working python3.10 on this machine"
-    return [
-        pytest.param(sys.executable, id="this-python"),
-        pytest.param(old, id="python3.10", marks=pytest.mark.skipif(old is None, reason=reason)),
-    ]
 
 
 @pytest.fixture(scope="module", params=interpreters())
