@@ -8,7 +8,7 @@ export ANSIBLE_FORCE_COLOR ?= 0
 # Local torch wheel for the control machine's unit tests (never the CUDA build).
 WHEELS ?= /opt/wheels
 
-.PHONY: venv host test-host lint unit demo test clean bench
+.PHONY: venv host test-host lint unit demo test clean bench collection
 
 venv: $(VENV)/.installed
 
@@ -38,6 +38,16 @@ lint: venv
 
 unit: venv
 	pytest -q tests training/tests
+
+# The Ansible collection gpulab.slurm_cluster (galaxy.yml) in dist/, with the
+# smoke package's wheel inside (roles/smoke_train/files), built offline.
+collection: venv
+	rm -rf dist roles/smoke_train/files/ddp_smoke-*.whl
+	src=$$(mktemp -d) && cp -r training/pyproject.toml training/README.md training/ddp_smoke "$$src"/ \
+	  && rm -rf "$$src"/ddp_smoke/__pycache__ \
+	  && $(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation --no-index \
+	     --wheel-dir roles/smoke_train/files "$$src" && rm -rf "$$src"
+	$(BIN)/ansible-galaxy collection build --output-path dist
 
 # Bring up the 3-container cluster, provision it, prove it with a DDP job.
 demo: host

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "roles/slurm_daemons/filter_plugins"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins/filter"))
 from acceptance import acceptance_candidates, acceptance_pending
 
 PREFIX = "acceptance:"

@@ -1,6 +1,6 @@
 """The cuda role's decisions: repository, packages and pins per distribution, and PCI detection.
 
-Imports roles/cuda/filter_plugins/cuda.py directly and feeds it the role's
+Imports plugins/filter/cuda.py directly and feeds it the role's
 real table (roles/cuda/vars/main.yml); runs the real PCI detection script
 against fake sysfs trees.
 """
@@ -16,7 +16,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 ROLE = ROOT / "roles" / "cuda"
-sys.path.insert(0, str(ROLE / "filter_plugins"))
+sys.path.insert(0, str(ROOT / "plugins/filter"))
 
 import cuda  # noqa: E402
 

@@ -31,8 +31,8 @@ from test_slurm_conf_filters import CONTAINER, DGX
 ROOT = Path(__file__).resolve().parents[1]
 ROLE = ROOT / "roles/slurm_common"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-sys.path.insert(0, str(ROLE / "filter_plugins"))
-sys.path.insert(0, str(ROOT / "roles/cuda/filter_plugins"))
+sys.path.insert(0, str(ROOT / "plugins/filter"))
+sys.path.insert(0, str(ROOT / "plugins/filter"))
 import cuda  # noqa: E402
 import slurm_versions  # noqa: E402
 
@@ -362,7 +362,7 @@ def _playbook(path: Path, out: Path, keys: list[str]) -> Path:
                 {
                     "name": "Load the distribution's variables as slurm_common does",
                     "ansible.builtin.include_role": {
-                        "name": "slurm_common",
+                        "name": "gpulab.slurm_cluster.slurm_common",
                         "tasks_from": "os_vars",
                         "public": True,
                     },

@@ -1,4 +1,4 @@
-"""The doctor's judgement (roles/cluster_doctor/filter_plugins/doctor.py) on probe results.
+"""The doctor's judgement (plugins/filter/doctor.py) on probe results.
 
 The fixture is what cluster_probe read on the healthy demo cluster (credentials
 redacted); each test breaks one thing the way the fault would show in a probe and
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "roles/cluster_doctor/filter_plugins"))
-sys.path.insert(0, str(ROOT / "roles/cluster_doctor/library"))
+sys.path.insert(0, str(ROOT / "plugins/filter"))
+sys.path.insert(0, str(ROOT / "plugins/modules"))
 import cluster_probe as probe  # noqa: E402
 import doctor as d  # noqa: E402
 

@@ -206,7 +206,7 @@ def test_driver_from_proc(machine: str) -> None:
 
 
 def test_the_query_is_the_one_slurm_node_info_runs() -> None:
-    source = (ROOT / "roles/slurm_common/library/slurm_node_info.py").read_text()
+    source = (ROOT / "plugins/modules/slurm_node_info.py").read_text()
     args = ", ".join(f'"{arg}"' for arg in gpu_facts.SMI_QUERY)
     assert f"[smi, {args}]" in source
     assert f'"default": "{gpu_facts.DEV_GLOB}"' in source

@@ -16,7 +16,7 @@ import yaml
 from test_preflight import run
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "roles/cluster_preflight/filter_plugins"))
+sys.path.insert(0, str(ROOT / "plugins/filter"))
 import inventory_check as ic  # noqa: E402
 
 GOOD = {

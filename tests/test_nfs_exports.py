@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "roles/nfs_server/filter_plugins"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins/filter"))
 import nfs_exports as f
 
 OPTS = ["rw", "sync", "no_subtree_check"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "roles/slurm_common/library"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins/modules"))
 import slurm_node_info as m
 
 SLURMD_C_CONTAINER = """\

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "roles/slurm_common/filter_plugins"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins/filter"))
 import slurm_versions as v
 
 CTL = ["slurmctld", "slurmdbd"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "roles/smoke_train/filter_plugins"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins/filter"))
 from smoke_layout import smoke_layout
 
 # The lab of issue 14: the controller computes, CPU-only, in `cpu`; two GPU

@@ -54,7 +54,8 @@ def tasks(tag: str) -> list[tuple[str, set[str]]]:
 
 
 def origin(name: str) -> str:
-    return name.split(" : ", 1)[0] if " : " in name else name
+    role = name.split(" : ", 1)[0] if " : " in name else name
+    return role.removeprefix("gpulab.slurm_cluster.")
 
 
 @pytest.mark.parametrize("tag", sorted(COMPONENTS))

@@ -1,6 +1,6 @@
 """The two gates that let a no-change rerun skip pip and the torch import.
 
-roles/pytorch/files/venv_satisfies.py decides whether pip must run;
+plugins/modules/venv_packages.py decides whether pip must run;
 roles/pytorch/files/verify_torch.py keeps its last passing report under a
 fingerprint. Both are judged against this venv (CPU torch from /opt/wheels).
 """
@@ -8,6 +8,7 @@ fingerprint. Both are judged against this venv (CPU torch from /opt/wheels).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FILES = ROOT / "roles" / "pytorch" / "files"
 sys.path.insert(0, str(FILES))
 
-import venv_satisfies as vs  # noqa: E402
+import venv_packages as vs  # noqa: E402
 import verify_torch as vt  # noqa: E402
 
 torch_version = pytest.importorskip("torch").__version__  # e.g. 2.13.0+cpu
@@ -49,22 +50,40 @@ def test_missing(requirements, variant, why) -> None:
         assert wanted in text
 
 
-def test_script_exit_status_gates_pip() -> None:
-    script = str(FILES / "venv_satisfies.py")
-    ok = subprocess.run(
-        [sys.executable, script, "--variant", local, f"torch=={public}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert ok.returncode == 0 and ok.stdout.startswith("all installed"), ok
-    need = subprocess.run(
-        [sys.executable, script, "--variant", "cu999", "torch"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert need.returncode == 1 and "variant cu999 wanted" in need.stdout, need
+def test_module_gates_pip_under_ansible(tmp_path) -> None:
+    """The module as the role runs it: by its FQCN, in this Python, found in the collection."""
+
+    def run(*args: str) -> dict:
+        out = subprocess.run(
+            [
+                str(Path(sys.executable).with_name("ansible")),
+                "localhost",
+                "-c",
+                "local",
+                "-i",
+                "localhost,",
+                "-e",
+                f"ansible_python_interpreter={sys.executable}",
+                "-m",
+                "gpulab.slurm_cluster.venv_packages",
+                "-a",
+                " ".join(args),
+                "-o",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=ROOT,
+            env={**os.environ, "ANSIBLE_LOCAL_TEMP": str(tmp_path)},
+        )
+        assert "=>" in out.stdout, out
+        return json.loads(out.stdout.split("=>", 1)[1])
+
+    ok = run(f"requirements=torch=={public}", f"variant={local}")
+    assert ok["satisfied"] is True and ok["missing"] == [], ok
+    assert ok["msg"].startswith("all installed"), ok
+    need = run("requirements=torch", "variant=cu999")
+    assert need["satisfied"] is False and "variant cu999 wanted" in need["missing"][0], need
 
 
 @pytest.fixture

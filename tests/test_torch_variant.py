@@ -1,6 +1,6 @@
 """The torch build per node and the check of what torch sees.
 
-Imports roles/pytorch/filter_plugins/torch_variant.py directly; runs the
+Imports plugins/filter/torch_variant.py directly; runs the
 role's files/verify_torch.py with this venv's CPU torch.
 """
 
@@ -16,7 +16,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 ROLE = ROOT / "roles" / "pytorch"
-sys.path.insert(0, str(ROLE / "filter_plugins"))
+sys.path.insert(0, str(ROOT / "plugins/filter"))
 
 import torch_variant as tv  # noqa: E402
 

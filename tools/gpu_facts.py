@@ -56,14 +56,10 @@ def _ansible_stub() -> None:
 
 
 _ansible_stub()
-for _sub in (
-    "slurm_common/library",
-    "slurm_common/filter_plugins",
-    "cuda/filter_plugins",
-    "pytorch/filter_plugins",
-):
-    if str(ROLES / _sub) not in sys.path:
-        sys.path.insert(0, str(ROLES / _sub))
+# The collection's modules and filters, and its root for their module_utils imports.
+for _path in (ROOT / "plugins/modules", ROOT / "plugins/filter", ROOT / "collections"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 import cuda  # noqa: E402
 import slurm_conf  # noqa: E402

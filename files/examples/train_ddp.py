@@ -9,6 +9,7 @@ the data with yours; the setup and teardown stay.
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import subprocess
@@ -67,9 +68,14 @@ def main() -> None:
         f"all_reduce {int(total.item())}",
         flush=True,
     )
-    # Every rank leaves together: a rank that exits while another still
-    # talks to it aborts the other (gloo under plain srun).
+    # Teardown, in this order: every rank reaches the barrier; the DDP model
+    # and optimizer go (their reducer holds gloo work objects and tensors);
+    # then the process group. A gloo work object still alive when the
+    # interpreter exits aborts it ("terminate called without an active
+    # exception", exit 134) after all the work is done: see pytorch#179291.
     dist.barrier()
+    del model, opt
+    gc.collect()
     dist.destroy_process_group()
 
 

@@ -6,14 +6,15 @@ Pure functions, unit-tested in tests/test_slurm_conf_filters.py.
 from __future__ import annotations
 
 import base64
-import runpy
 from collections import Counter
-from pathlib import Path
+
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.slurm_fields import (
+    SLURMD_FIELDS,
+)
 
 # slurm.conf field -> key in the slurm_node fact (from slurmd -C), as the
-# role's slurm_node_info module names them.
-_MODULE = Path(__file__).resolve().parents[1] / "library" / "slurm_node_info.py"
-LAYOUT = dict(runpy.run_path(str(_MODULE))["SLURMD_FIELDS"])
+# slurm_node_info module names them.
+LAYOUT = dict(SLURMD_FIELDS)
 
 # Keys whose change slurmctld/slurmd only pick up on restart (Slurm docs:
 # scontrol reconfigure does not apply them); anything else is reconfigured.

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import re
-import runpy
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-# files/venv_satisfies.py runs on the nodes; its version rule is used here too.
-_SCRIPT = Path(__file__).resolve().parents[1] / "files" / "venv_satisfies.py"
-_version_matches = runpy.run_path(str(_SCRIPT))["version_matches"]
+# The venv_packages module applies the same version rule on the nodes.
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.pep440 import (
+    version_matches as _version_matches,
+)
 
 # Newest first: (wheel variant, CUDA version, oldest Linux driver for it).
 # Minimum drivers from NVIDIA's CUDA Toolkit release notes, table "CUDA

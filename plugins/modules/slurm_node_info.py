@@ -8,6 +8,7 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.slurm_fields import SLURMD_FIELDS
 
 DOCUMENTATION = r"""
 module: slurm_node_info
@@ -51,14 +52,6 @@ ansible_facts:
   type: dict
 """
 
-SLURMD_FIELDS = {
-    "CPUs": "cpus",
-    "Boards": "boards",
-    "SocketsPerBoard": "sockets_per_board",
-    "CoresPerSocket": "cores_per_socket",
-    "ThreadsPerCore": "threads_per_core",
-    "RealMemory": "real_memory",
-}
 VENDOR_WORDS = {"nvidia", "tesla", "geforce", "quadro"}
 # Tokens that describe memory, packaging or interconnect, not the model.
 SUFFIX_RE = re.compile(r"^(\d+gb|sxm\d*|pcie|hbm\d*e?|nvl|mig|pg\d+|\d+g)$")
