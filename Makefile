@@ -74,8 +74,10 @@ clean:
 
 # Timed provisioning and smoke job on fresh containers, with ansible-runner
 # (a benchmark: not part of `make test`). BENCH_ARGS="--compare FILE" etc.
+# BENCH_NODES=3,8,16: the same phases on 1 controller + N compute containers
+# for each N (bench/scale.py; JSON and PNG in bench/results/scale-*).
 bench: host
-	$(BIN)/python bench/bench.py $(BENCH_ARGS)
+	$(if $(BENCH_NODES),$(BIN)/python bench/scale.py --nodes $(BENCH_NODES) $(BENCH_ARGS),$(BIN)/python bench/bench.py $(BENCH_ARGS))
 
 # NFS server/client roles on three qemu VMs (software emulation: the host
 # kernel has no NFS). nfs-host installs qemu and builds the VM base image

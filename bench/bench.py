@@ -601,6 +601,7 @@ def invoke_runner(
     inventory: Path = INVENTORY,
     env: Mapping[str, str] | None = None,
     extravars: Mapping[str, Any] | None = None,
+    limit: str | None = None,
     timeout: int = PLAYBOOK_TIMEOUT_S,
 ) -> RunnerOutput:
     """One ansible-playbook run through ansible-runner, in project_dir (its cwd)."""
@@ -615,6 +616,7 @@ def invoke_runner(
             inventory=str(inventory),
             envvars=ansible_env(env),
             extravars=dict(extravars or {}),
+            limit=limit,
             # Anything but "jsonfile" stops ansible-runner from pointing the fact
             # cache at its artifacts folder: ansible.cfg's .cache/facts is used.
             fact_cache_type="ansible.cfg",

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import inspect
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+import rootfs
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".cache"
@@ -90,14 +90,9 @@ def host_cas() -> list[Path]:
 
 
 def recipe_hash(suite: str) -> str:
-    """Everything that goes into the image; a change rebuilds it."""
-    h = hashlib.sha256()
-    h.update(suite.encode())
-    h.update(" ".join(IMAGE_PACKAGES).encode())
-    h.update(inspect.getsource(customise).encode())
-    for ca in host_cas():
-        h.update(ca.read_bytes())
-    return h.hexdigest()[:16]
+    """Everything that goes into the image (rootfs.py included); a change rebuilds it."""
+    cas = [hashlib.sha256(ca.read_bytes()).hexdigest() for ca in host_cas()]
+    return rootfs.recipe_hash(suite, IMAGE_PACKAGES, cas, functions=[customise])
 
 
 def image_label(tag: str) -> str | None:
@@ -114,27 +109,11 @@ def ensure_image(suite: str, tag: str) -> None:
     if image_label(tag) == want:
         log(f"image {tag} is current")
         return
-    if shutil.which("debootstrap") is None:
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        run(["apt-get", "update", "-qq"], env=env)
-        run(["apt-get", "install", "-y", "-qq", "debootstrap"], env=env)
-    CACHE.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=CACHE, prefix=f"rootfs-{suite}-") as tmp:
-        rootfs = Path(tmp) / "rootfs"
-        log(f"debootstrap {suite} (about a minute)")
-        run(
-            [
-                "debootstrap",
-                "--variant=minbase",
-                f"--include={','.join(IMAGE_PACKAGES)}",
-                suite,
-                str(rootfs),
-            ],
-            stdout=subprocess.DEVNULL,
-        )
-        customise(rootfs)
+    log(f"debootstrap {suite} (about a minute)")
+    with rootfs.debootstrap(suite, IMAGE_PACKAGES, CACHE) as tree:
+        customise(tree)
         log(f"docker import → {tag}")
-        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        tar = subprocess.Popen(["tar", "-C", str(tree), "-c", "."], stdout=subprocess.PIPE)
         run(
             [
                 "docker",
@@ -153,28 +132,25 @@ def ensure_image(suite: str, tag: str) -> None:
             sys.exit("hostprep: tar of the rootfs failed")
 
 
-def customise(rootfs: Path) -> None:
+def customise(tree: Path) -> None:
     """Trust the host's extra CAs, keep the image small, quiet systemd units."""
     for ca in host_cas():
-        shutil.copy2(ca, rootfs / "usr/local/share/ca-certificates" / ca.name)
-    run(["chroot", str(rootfs), "update-ca-certificates"], stdout=subprocess.DEVNULL)
+        shutil.copy2(ca, tree / "usr/local/share/ca-certificates" / ca.name)
+    rootfs.chroot(tree, "update-ca-certificates")
     # Units that make no sense in a container (and slow its boot).
-    for unit in (
-        "systemd-remount-fs.service",
-        "getty.target",
-        "console-getty.service",
-        "systemd-logind.service",
-    ):
-        link = rootfs / "etc/systemd/system" / unit
-        link.unlink(missing_ok=True)
-        link.symlink_to("/dev/null")
-    # apt: no recommends, and keep downloaded lists between tasks.
-    (rootfs / "etc/apt/apt.conf.d/90cluster").write_text(
-        'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\n'
+    rootfs.mask_units(
+        tree,
+        (
+            "systemd-remount-fs.service",
+            "getty.target",
+            "console-getty.service",
+            "systemd-logind.service",
+        ),
     )
-    (rootfs / "etc/machine-id").write_text("")
-    shutil.rmtree(rootfs / "var/cache/apt/archives", ignore_errors=True)
-    (rootfs / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
+    rootfs.quiet_apt(tree, "90cluster")
+    rootfs.forget_identity(tree)
+    shutil.rmtree(tree / "var/cache/apt/archives", ignore_errors=True)
+    (tree / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
 
 
 def ensure_wheelhouse(dest: Path) -> None:

@@ -24,18 +24,17 @@ Networking: NIC 1 is qemu's user network with SSH forwarded from
 from __future__ import annotations
 
 import argparse
-import hashlib
-import inspect
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import rootfs
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".cache" / "nfs-vm"
@@ -129,12 +128,15 @@ def network_units() -> dict[str, str]:
 
 
 def recipe_hash() -> str:
-    """Everything that goes into the base image; a change rebuilds it."""
-    h = hashlib.sha256()
-    for part in (SUITE, PACKAGES, SEED_PACKAGES, INITRD_MODULES, network_units()):
-        h.update(json.dumps(part, sort_keys=True).encode())
-    h.update(inspect.getsource(customise).encode())
-    return h.hexdigest()[:16]
+    """Everything that goes into the base image (rootfs.py included); a change rebuilds it."""
+    return rootfs.recipe_hash(
+        SUITE,
+        PACKAGES,
+        SEED_PACKAGES,
+        INITRD_MODULES,
+        network_units(),
+        functions=[customise, seed_apt],
+    )
 
 
 @dataclass(frozen=True)
@@ -240,15 +242,10 @@ def ssh_key() -> Path:
     return key
 
 
-def chroot(rootfs: Path, *cmd: str) -> None:
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive", LC_ALL="C")
-    run(["chroot", str(rootfs), *cmd], env=env, stdout=subprocess.DEVNULL)
-
-
-def customise(rootfs: Path, pubkey: str) -> None:
+def customise(tree: Path, pubkey: str) -> None:
     """Root login by key, static networking, small initrd, quiet boot, seeded apt."""
-    etc = rootfs / "etc"
-    ssh_dir = rootfs / "root/.ssh"
+    etc = tree / "etc"
+    ssh_dir = tree / "root/.ssh"
     ssh_dir.mkdir(mode=0o700, exist_ok=True)
     (ssh_dir / "authorized_keys").write_text(pubkey)
     (ssh_dir / "authorized_keys").chmod(0o600)
@@ -269,43 +266,40 @@ def customise(rootfs: Path, pubkey: str) -> None:
     (etc / "resolv.conf").unlink(missing_ok=True)
     (etc / "resolv.conf").write_text("nameserver 10.0.2.3\n")
     # Timers and units that only cost boot time in a throw-away VM.
-    for unit in (
-        "apt-daily.timer",
-        "apt-daily-upgrade.timer",
-        "e2scrub_all.timer",
-        "e2scrub_reap.service",
-        "fstrim.timer",
-        "systemd-networkd-wait-online.service",
-        "getty@tty1.service",
-    ):
-        masked = etc / "systemd/system" / unit
-        masked.unlink(missing_ok=True)
-        masked.symlink_to("/dev/null")
-    (etc / "apt/apt.conf.d/90vm").write_text(
-        'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\n'
-        'Binary::apt::APT::Keep-Downloaded-Packages "true";\n'
+    rootfs.mask_units(
+        tree,
+        (
+            "apt-daily.timer",
+            "apt-daily-upgrade.timer",
+            "e2scrub_all.timer",
+            "e2scrub_reap.service",
+            "fstrim.timer",
+            "systemd-networkd-wait-online.service",
+            "getty@tty1.service",
+        ),
     )
+    rootfs.quiet_apt(tree, "90vm", keep_debs=True)
     (etc / "initramfs-tools/conf.d/vm").write_text("MODULES=list\nCOMPRESS=gzip\n")
     (etc / "initramfs-tools/modules").write_text("\n".join(INITRD_MODULES) + "\n")
-    chroot(rootfs, "update-initramfs", "-u", "-k", "all")
+    rootfs.chroot(tree, "update-initramfs", "-u", "-k", "all")
     # The VMs boot the initrd extracted here; rebuilding the unused one inside
     # a VM (nfs-common's hook triggers it) costs a minute of emulation.
     conf = etc / "initramfs-tools/update-initramfs.conf"
     conf.write_text(conf.read_text().replace("update_initramfs=yes", "update_initramfs=no"))
-    (etc / "machine-id").write_text("")
+    rootfs.forget_identity(tree)
 
 
-def seed_apt(rootfs: Path) -> None:
+def seed_apt(tree: Path) -> None:
     """Fresh package lists and the NFS packages' .debs in the image's apt cache."""
-    resolv = rootfs / "etc/resolv.conf"
+    resolv = tree / "etc/resolv.conf"
     resolv.unlink(missing_ok=True)
     shutil.copy2("/etc/resolv.conf", resolv)
-    (rootfs / "etc/apt/apt.conf.d/80languages").write_text('Acquire::Languages "none";\n')
-    chroot(rootfs, "apt-get", "clean")
-    chroot(rootfs, "apt-get", "update", "-qq")
-    chroot(rootfs, "apt-get", "install", "-y", "-qq", "--download-only", *SEED_PACKAGES)
+    (tree / "etc/apt/apt.conf.d/80languages").write_text('Acquire::Languages "none";\n')
+    rootfs.chroot(tree, "apt-get", "clean")
+    rootfs.chroot(tree, "apt-get", "update", "-qq")
+    rootfs.chroot(tree, "apt-get", "install", "-y", "-qq", "--download-only", *SEED_PACKAGES)
     # apt's binary caches, so the first apt run in a VM does not build them.
-    chroot(rootfs, "apt-cache", "gencaches")
+    rootfs.chroot(tree, "apt-cache", "gencaches")
 
 
 def ensure_image() -> dict[str, Path]:
@@ -317,31 +311,20 @@ def ensure_image() -> dict[str, Path]:
     ensure_host()
     key = ssh_key()
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(dir=CACHE, prefix="rootfs-") as tmp:
-        rootfs = Path(tmp) / "rootfs"
-        log(f"debootstrap {SUITE} with a kernel (a few minutes)")
-        run(
-            [
-                "debootstrap",
-                "--variant=minbase",
-                f"--include={','.join(PACKAGES)}",
-                SUITE,
-                str(rootfs),
-            ],
-            stdout=subprocess.DEVNULL,
-        )
-        seed_apt(rootfs)
-        customise(rootfs, (key.with_suffix(".pub")).read_text())
-        boot = rootfs / "boot"
+    log(f"debootstrap {SUITE} with a kernel (a few minutes)")
+    with rootfs.debootstrap(SUITE, PACKAGES, CACHE) as tree:
+        seed_apt(tree)
+        customise(tree, (key.with_suffix(".pub")).read_text())
+        boot = tree / "boot"
         shutil.copy2(next(boot.glob("vmlinuz-*")), staged(paths["kernel"]))
         shutil.copy2(next(boot.glob("initrd.img-*")), staged(paths["initrd"]))
-        used_mb = int(subprocess.check_output(["du", "-sm", str(rootfs)]).split()[0])
+        used_mb = int(subprocess.check_output(["du", "-sm", str(tree)]).split()[0])
         tmp_disk = staged(paths["disk"])
         tmp_disk.unlink(missing_ok=True)
         log(f"mkfs.ext4 -d ({used_mb} MiB of files)")
         run(
             [
-                *("mkfs.ext4", "-q", "-F", "-L", "root", "-d", str(rootfs)),
+                *("mkfs.ext4", "-q", "-F", "-L", "root", "-d", str(tree)),
                 *(str(tmp_disk), f"{used_mb + 1536}M"),
             ],
         )

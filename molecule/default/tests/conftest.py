@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -58,3 +59,41 @@ def _run_playbook(
 def run_playbook() -> Callable[..., subprocess.CompletedProcess]:
     """run_playbook('site.yml', '-e', 'x=y'): repo ansible.cfg, molecule's inventory."""
     return _run_playbook
+
+
+# A fifth container the add-a-node tests make, and take away, themselves.
+NEW_NODE = "node3"
+
+
+def node_state(name: str) -> str:
+    """The node's short sinfo state (idle, drain, ...); "" when Slurm does not know it."""
+    out = host("ctl").run(f"sinfo --noheader --Node --nodes={name} --format=%t")
+    return out.stdout.strip().splitlines()[0] if out.rc == 0 and out.stdout.strip() else ""
+
+
+def remove_new_node() -> None:
+    subprocess.run(["docker", "rm", "-f", NEW_NODE], capture_output=True, check=False)
+
+
+def add_new_node(tmp_path: Path) -> Path:
+    """Start node3 like the scenario's compute nodes (its own create play); its inventory file."""
+    remove_new_node()
+    compute = next(p for p in platforms() if "slurm_compute" in p.get("groups", []))
+    made = _run_playbook(
+        str(ROOT / "molecule/shared/create.yml"),
+        "-e",
+        json.dumps(
+            {
+                "molecule_yml": {
+                    "platforms": [{**compute, "name": NEW_NODE, "hostname": NEW_NODE}]
+                },
+                "create_keep_facts": True,
+            }
+        ),
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    extra = tmp_path / f"{NEW_NODE}.yml"
+    node = {"slurm_compute_gpus": 1, "ansible_connection": "docker"}
+    inventory = {"all": {"children": {"slurm_compute": {"hosts": {NEW_NODE: node}}}}}
+    extra.write_text(yaml.safe_dump(inventory))
+    return extra

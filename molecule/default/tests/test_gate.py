@@ -6,20 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import ROOT, host, platforms
+from conftest import NEW_NODE as NEW
+from conftest import ROOT, add_new_node, host, node_state, remove_new_node
 
-NEW = "node3"
 SRUN_ONLY = '{"smoke_train_modes": ["srun"]}'
-
-
-def node_state(name: str) -> str:
-    out = host("ctl").run(f"sinfo --noheader --Node --nodes={name} --format=%t")
-    return out.stdout.strip().splitlines()[0] if out.rc == 0 and out.stdout.strip() else ""
 
 
 def state_and_reason(name: str) -> tuple[str, str]:
@@ -45,28 +38,12 @@ def no_reservation() -> bool:
 
 @pytest.fixture
 def node3(tmp_path: Path, run_playbook):
-    subprocess.run(["docker", "rm", "-f", NEW], capture_output=True, check=False)
-    compute = next(p for p in platforms() if "slurm_compute" in p.get("groups", []))
-    made = run_playbook(
-        str(ROOT / "molecule/shared/create.yml"),
-        "-e",
-        json.dumps(
-            {
-                "molecule_yml": {"platforms": [{**compute, "name": NEW, "hostname": NEW}]},
-                "create_keep_facts": True,
-            }
-        ),
-    )
-    assert made.returncode == 0, made.stdout + made.stderr
-    extra = tmp_path / "node3.yml"
-    node = {"slurm_compute_gpus": 1, "ansible_connection": "docker"}
-    inventory = {"all": {"children": {"slurm_compute": {"hosts": {NEW: node}}}}}
-    extra.write_text(yaml.safe_dump(inventory))
+    extra = add_new_node(tmp_path)
     try:
         yield extra
     finally:
         host("ctl").run("scontrol update nodename=node2 state=resume")
-        subprocess.run(["docker", "rm", "-f", NEW], capture_output=True, check=False)
+        remove_new_node()
         removed = run_playbook("site.yml")
         assert removed.returncode == 0, removed.stdout[-3000:] + removed.stderr
         assert node_state(NEW) == ""

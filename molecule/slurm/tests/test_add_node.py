@@ -2,68 +2,27 @@
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 import testinfra
-import yaml
-from conftest import ROOT, host, platforms
-
-NEW = "node3"
+from conftest import NEW_NODE as NEW
+from conftest import ROOT, add_new_node, host, node_state, remove_new_node
 
 
 def invocation(name: str, unit: str) -> str:
     return host(name).check_output(f"systemctl show --property=InvocationID --value {unit}")
 
 
-def node_state(name: str) -> str:
-    out = host("ctl").run(f"sinfo --noheader --Node --nodes={name} --format=%t")
-    return out.stdout.strip() if out.rc == 0 else ""
-
-
 @pytest.fixture
-def node3(tmp_path: Path, run_playbook):
-    subprocess.run(["docker", "rm", "-f", NEW], capture_output=True, check=False)
-    # The same container as the scenario's compute nodes, made by its create play.
-    compute = next(p for p in platforms() if "slurm_compute" in p.get("groups", []))
-    made = run_playbook(
-        str(ROOT / "molecule/shared/create.yml"),
-        "-e",
-        json.dumps(
-            {
-                "molecule_yml": {"platforms": [{**compute, "name": NEW, "hostname": NEW}]},
-                "create_keep_facts": True,
-            }
-        ),
-    )
-    assert made.returncode == 0, made.stdout + made.stderr
-    extra = tmp_path / "node3.yml"
-    extra.write_text(
-        yaml.safe_dump(
-            {
-                "all": {
-                    "children": {
-                        "slurm_compute": {
-                            "hosts": {
-                                NEW: {
-                                    "slurm_compute_gpus": 1,
-                                    "ansible_connection": "docker",
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        )
-    )
+def node3(tmp_path: Path):
+    extra = add_new_node(tmp_path)
     try:
         yield extra
     finally:
-        subprocess.run(["docker", "rm", "-f", NEW], capture_output=True, check=False)
+        remove_new_node()
 
 
 def test_limit_adds_a_node_and_a_full_run_removes_it(run_playbook, node3: Path) -> None:

@@ -1,0 +1,493 @@
+#!/usr/bin/env python3
+"""How provisioning and proving the cluster grow with the node count.
+
+`make bench BENCH_NODES=3,8,16` runs, for each count N, on a fresh cluster of
+one controller and N compute containers (the demo's base image, the demo's
+inventory values, molecule/shared/create.yml and prepare.yml):
+
+  cold      site.yml with no cached facts
+  rerun     site.yml again, 3 times (median; each must report changed=0)
+  doctor    doctor.yml
+  smoke     smoke_train.yml, srun only: one rank per node (one fake GPU each,
+            CPU torch from one venv on the shared filesystem)
+  add       one more container, then site.yml --limit node<N+1> (its
+            acceptance job included)
+  floor     Ansible's own floor on the same hosts: one ping, no facts
+
+and records each run's wall time, the peak RSS of the ansible-playbook
+process tree, the tasks per host, and the machine's lowest available memory
+and swap used while it ran. Results: bench/results/scale-<UTC>.json and a
+PNG of time against node count per phase, the floor drawn for the same counts.
+
+PyTorch: one venv on the shared filesystem (pytorch_venv_shared), installed
+once, used by every node: the disk holds one copy whatever N is.
+
+The demo cluster's containers (ctl, node1, ...) are removed first: one
+cluster at a time on this machine. `make demo` brings the demo back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench
+
+ROOT = bench.ROOT
+CREATE = ROOT / "molecule/shared/create.yml"
+DESTROY = ROOT / "molecule/shared/destroy.yml"
+PREPARE = ROOT / "molecule/shared/prepare.yml"
+PHASES = ("cold", "rerun", "doctor", "smoke", "add", "floor")
+PHASE_LABELS = {
+    "cold": "cold site.yml",
+    "rerun": "no-change rerun (median of 3)",
+    "doctor": "doctor.yml",
+    "smoke": "smoke job, one rank per node",
+    "add": "site.yml --limit one new node",
+    "floor": "floor: one ping",
+}
+# Targets of issue 16, reported, never enforced: (phase, ratio of the largest
+# count's figure to the smallest count's).
+GROWTH_TARGETS = {"rerun": 1.5, "add": 1.0, "smoke": 2.0}
+SAMPLE_S = 0.25
+
+
+# --------------------------------------------------------------------------
+# What the machine and the process tree use while a run goes
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        tree.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    return tree
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def tree_rss_kib(root: int) -> int:
+    """RSS of every process below root (root excluded: the bench itself)."""
+    tree, total, todo = _children(), 0, list(_children().get(root, []))
+    while todo:
+        pid = todo.pop()
+        total += _rss_kib(pid)
+        todo += tree.get(pid, [])
+    return total
+
+
+def meminfo_kib() -> dict[str, int]:
+    out = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        key, _, value = line.partition(":")
+        out[key] = int(value.split()[0])
+    return out
+
+
+class Sampler:
+    """Peak process-tree RSS, lowest MemAvailable and highest swap use, sampled."""
+
+    def __init__(self) -> None:
+        self.peak_rss_kib = 0
+        self.min_available_kib: int | None = None
+        self.max_swap_used_kib = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _sample(self) -> None:
+        self.peak_rss_kib = max(self.peak_rss_kib, tree_rss_kib(os.getpid()))
+        mem = meminfo_kib()
+        available = mem.get("MemAvailable", 0)
+        if self.min_available_kib is None or available < self.min_available_kib:
+            self.min_available_kib = available
+        swap = mem.get("SwapTotal", 0) - mem.get("SwapFree", 0)
+        self.max_swap_used_kib = max(self.max_swap_used_kib, swap)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(SAMPLE_S):
+            self._sample()
+
+    def __enter__(self) -> Sampler:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
+# --------------------------------------------------------------------------
+# The cluster of N compute nodes
+
+
+def node_names(count: int) -> list[str]:
+    return [f"node{i}" for i in range(1, count + 1)]
+
+
+def platforms(names: Sequence[str]) -> list[dict[str, Any]]:
+    groups = {"ctl": ["slurm_controller"]}
+    return [
+        {
+            "name": name,
+            "hostname": name,
+            "image": "cluster-base:bookworm",
+            "groups": groups.get(name, ["slurm_compute"]),
+        }
+        for name in names
+    ]
+
+
+def write_inventory(directory: Path, computes: Sequence[str], results: Path) -> Path:
+    """The demo's inventory (inventory/local) with `computes` as its compute nodes."""
+    if directory.exists():
+        shutil.rmtree(directory)
+    shutil.copytree(ROOT / "inventory/local/group_vars", directory / "group_vars")
+    hosts = {
+        "all": {
+            "children": {
+                "slurm_cluster": {
+                    "children": {
+                        "slurm_controller": {"hosts": {"ctl": None}},
+                        "slurm_dbd": {"hosts": {"ctl": None}},
+                        "slurm_compute": {
+                            "hosts": {name: {"slurm_compute_gpus": 1} for name in computes}
+                        },
+                    }
+                }
+            }
+        }
+    }
+    (directory / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))
+    (directory / "host_vars").mkdir()
+    for name in ["ctl", *computes]:
+        (directory / "host_vars" / f"{name}.yml").write_text("ansible_connection: docker\n")
+    bench_vars = {
+        # One venv on the shared filesystem for every node.
+        "pytorch_venv_shared": True,
+        # The bench's own reports and history, not the repository's.
+        "cluster_results_dir": str(results),
+        # 16 ranks on 2 cores: step times say nothing about a node here.
+        "smoke_train_max_slowdown": 0,
+    }
+    (directory / "group_vars/slurm_cluster/bench.yml").write_text(yaml.safe_dump(bench_vars))
+    return directory
+
+
+def tasks_per_host(run: bench.RunResult) -> dict[str, float]:
+    counts = [h.ok + h.skipped + h.failures + h.unreachable for h in run.hosts.values()]
+    if not counts:
+        return {}
+    return {"max": max(counts), "mean": round(statistics.mean(counts), 1)}
+
+
+def measured(run: bench.RunResult, sampler: Sampler) -> dict[str, Any]:
+    return {
+        "name": run.name,
+        "status": run.status,
+        "wall_s": round(run.wall_s, 2),
+        "changed": run.changed,
+        "hosts": len(run.hosts),
+        "tasks_per_host": tasks_per_host(run),
+        "peak_rss_mib": round(sampler.peak_rss_kib / 1024, 1),
+        "min_available_mib": round((sampler.min_available_kib or 0) / 1024),
+        "max_swap_used_mib": round(sampler.max_swap_used_kib / 1024),
+        "errors": run.errors[:5],
+    }
+
+
+class Cluster:
+    """One count's cluster: its containers, inventories and fact cache in scratch."""
+
+    def __init__(self, count: int, scratch: Path, most: int) -> None:
+        self.count = count
+        self.scratch = scratch / f"n{count}"
+        self.scratch.mkdir(parents=True)
+        self.results = self.scratch / "results"
+        self.env = {"ANSIBLE_CACHE_PLUGIN_CONNECTION": str(self.scratch / "facts")}
+        self.inventory = write_inventory(
+            self.scratch / "inventory", node_names(count), self.results
+        )
+        self.new = f"node{count + 1}"
+        self.grown = write_inventory(
+            self.scratch / "inventory-grown", node_names(count + 1), self.results
+        )
+        self.every_name = ["ctl", *node_names(most + 1)]
+
+    def play(
+        self, name: str, kind: str, playbook: Path | str, *, grown: bool = False, **kw: Any
+    ) -> tuple[bench.RunResult, Sampler]:
+        with Sampler() as sampler:
+            run = bench.run_playbook(
+                name,
+                kind,
+                str(playbook),
+                inventory=self.grown if grown else self.inventory,
+                env={**self.env, **kw.pop("env", {})},
+                **kw,
+            )
+        return run, sampler
+
+    def containers(self, names: Sequence[str], state: str) -> bench.RunResult:
+        return containers(names, state, self.inventory)
+
+
+def containers(names: Sequence[str], state: str, inventory: Path) -> bench.RunResult:
+    """Start (present) or remove (absent) these containers with the scenarios' own plays."""
+    return bench.run_playbook(
+        f"{state}-{len(names)}",
+        state,
+        str(CREATE if state == "present" else DESTROY),
+        inventory=inventory,
+        extravars={"molecule_yml": {"platforms": platforms(names)}, "create_keep_facts": True},
+    )
+
+
+def run_count(count: int, scratch: Path, most: int, reruns: int) -> dict[str, Any]:
+    cluster = Cluster(count, scratch, most)
+    out: dict[str, Any] = {"nodes": count, "runs": {}}
+
+    def keep(phase: str, run: bench.RunResult, sampler: Sampler) -> bool:
+        out["runs"].setdefault(phase, []).append(measured(run, sampler))
+        note = f", changed={run.changed}" if run.hosts else ""
+        print(f"scale: n={count} {run.name} {run.status} in {run.wall_s:.1f} s{note}", flush=True)
+        if not run.ok or (phase == "rerun" and run.changed):
+            out["stopped"] = f"{run.name}: {run.status}, changed={run.changed}; {run.errors[:3]}"
+            return False
+        return True
+
+    bench.empty_dir(bench.SHARED_DIR)
+    for step in (
+        lambda: cluster.containers(cluster.every_name, "absent"),
+        lambda: cluster.containers(["ctl", *node_names(count)], "present"),
+    ):
+        run = step()
+        if not run.ok:
+            out["stopped"] = f"{run.name}: {run.errors[:3]}"
+            return out
+    prepared, sampler = cluster.play("prepare", "prepare", PREPARE)
+    if not keep("prepare", prepared, sampler):
+        return out
+    steps: list[tuple[str, str, Path | str, dict[str, Any]]] = [("cold", "cold", "site.yml", {})]
+    steps += [("rerun", f"rerun-{i}", "site.yml", {}) for i in range(1, reruns + 1)]
+    steps += [
+        ("doctor", "doctor", "doctor.yml", {}),
+        ("smoke", "smoke", "smoke_train.yml", {"extravars": {"smoke_train_modes": ["srun"]}}),
+    ]
+    for phase, name, playbook, kw in steps:
+        run, sampler = cluster.play(name, phase, playbook, **kw)
+        if not keep(phase, run, sampler):
+            return out
+    # One more node, added the way a lab adds one: --limit, configless.
+    made = cluster.containers(["ctl", *node_names(count + 1)], "present")
+    if not made.ok:
+        out["stopped"] = f"create {cluster.new}: {made.errors[:3]}"
+        return out
+    for name, phase, playbook in (
+        ("prepare-new", "prepare", PREPARE),
+        ("add", "add", "site.yml"),
+    ):
+        run, sampler = cluster.play(name, phase, playbook, grown=True, limit=cluster.new)
+        if not keep(phase, run, sampler):
+            return out
+    floor = bench.floor_playbook(cluster.scratch, False)
+    run, sampler = cluster.play("floor", "floor", floor)
+    keep("floor", run, sampler)
+    return out
+
+
+# --------------------------------------------------------------------------
+# Summary, chart, table
+
+
+def phase_s(entry: Mapping[str, Any], phase: str) -> float | None:
+    runs = [r["wall_s"] for r in entry["runs"].get(phase, []) if r["status"] == "successful"]
+    return round(statistics.median(runs), 2) if runs else None
+
+
+def summarise(counts: list[dict[str, Any]]) -> dict[str, Any]:
+    table = {
+        str(c["nodes"]): {
+            **{phase: phase_s(c, phase) for phase in PHASES},
+            "peak_rss_mib": max(
+                (r["peak_rss_mib"] for runs in c["runs"].values() for r in runs), default=None
+            ),
+            "min_available_mib": min(
+                (r["min_available_mib"] for runs in c["runs"].values() for r in runs),
+                default=None,
+            ),
+            "max_swap_used_mib": max(
+                (r["max_swap_used_mib"] for runs in c["runs"].values() for r in runs),
+                default=None,
+            ),
+            "rerun_tasks_per_host": (c["runs"].get("rerun") or [{}])[0].get("tasks_per_host"),
+            "rerun_x_floor": (
+                round(phase_s(c, "rerun") / phase_s(c, "floor"), 1)
+                if phase_s(c, "rerun") and phase_s(c, "floor")
+                else None
+            ),
+        }
+        for c in counts
+    }
+    growth = {}
+    if len(counts) >= 2:
+        low, high = str(counts[0]["nodes"]), str(counts[-1]["nodes"])
+        for phase, limit in GROWTH_TARGETS.items():
+            a, b = table[low][phase], table[high][phase]
+            ratio = round(b / a, 2) if a and b else None
+            growth[phase] = {
+                "from": int(low),
+                "to": int(high),
+                "ratio": ratio,
+                "target": limit,
+                "met": None if ratio is None else ratio <= limit,
+            }
+    return {"by_nodes": table, "growth": growth}
+
+
+def render_table(summary: Mapping[str, Any]) -> str:
+    counts = list(summary["by_nodes"])
+    lines = ["| phase | " + " | ".join(f"{n} nodes" for n in counts) + " |"]
+    lines.append("|---" * (len(counts) + 1) + "|")
+    for phase in PHASES:
+        row = [summary["by_nodes"][n][phase] for n in counts]
+        cells = [f"{v:.1f} s" if v is not None else "-" for v in row]
+        lines.append(f"| {PHASE_LABELS[phase]} | " + " | ".join(cells) + " |")
+    for key, label, unit in (
+        ("rerun_x_floor", "rerun / floor", "x"),
+        ("peak_rss_mib", "peak RSS of ansible-playbook's tree", " MiB"),
+        ("min_available_mib", "lowest MemAvailable", " MiB"),
+        ("max_swap_used_mib", "swap used", " MiB"),
+    ):
+        cells = [
+            f"{summary['by_nodes'][n][key]}{unit}"
+            if summary["by_nodes"][n][key] is not None
+            else "-"
+            for n in counts
+        ]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    cells = [
+        str((summary["by_nodes"][n]["rerun_tasks_per_host"] or {}).get("max", "-")) for n in counts
+    ]
+    lines.append("| rerun tasks per host (max) | " + " | ".join(cells) + " |")
+    for phase, g in summary["growth"].items():
+        met = {True: "met", False: "NOT met", None: "not measured"}[g["met"]]
+        lines.append(
+            f"\n{PHASE_LABELS[phase]}: {g['to']} vs {g['from']} nodes = {g['ratio']}x "
+            f"(target <= {g['target']}x, {met})"
+        )
+    return "\n".join(lines)
+
+
+def render_png(summary: Mapping[str, Any], path: Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    counts = [int(n) for n in summary["by_nodes"]]
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for phase in PHASES:
+        values = [summary["by_nodes"][str(n)][phase] for n in counts]
+        points = [(n, v) for n, v in zip(counts, values, strict=True) if v is not None]
+        if points:
+            style = "k--" if phase == "floor" else "o-"
+            ax.plot(*zip(*points, strict=True), style, label=PHASE_LABELS[phase])
+    ax.set_xlabel("compute nodes")
+    ax.set_ylabel("wall time (s)")
+    ax.set_xticks(counts)
+    ax.set_title("Cost against node count (one controller + N compute containers)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--nodes", default="3,8,16", help="compute node counts, comma-separated")
+    p.add_argument("--reruns", type=int, default=3)
+    p.add_argument("--out", type=Path, default=bench.DEFAULT_OUT)
+    p.add_argument("--report", type=Path, help="print and redraw a results file; run nothing")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.report:
+        doc = json.loads(args.report.read_text())
+        print(render_table(doc["summary"]))
+        render_png(doc["summary"], args.report.with_suffix(".png"))
+        return 0
+    counts = sorted({int(n) for n in args.nodes.split(",") if n.strip()})
+    if not counts or counts[0] < 1:
+        sys.exit("scale: --nodes wants positive counts, e.g. 3,8,16")
+    started = datetime.now(UTC)
+    subprocess.run(
+        ["molecule", "destroy"],
+        cwd=ROOT,
+        env=dict(os.environ, **bench.tool_env()),
+        capture_output=True,
+        check=False,
+    )
+    results = []
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as scratch:
+        for count in counts:
+            entry = run_count(count, Path(scratch), counts[-1], args.reruns)
+            results.append(entry)
+            if "stopped" in entry:
+                print(f"scale: n={count} stopped: {entry['stopped']}", flush=True)
+                break
+        containers(["ctl", *node_names(counts[-1] + 1)], "absent", bench.INVENTORY)
+    summary = summarise(results)
+    doc = {
+        "schema": 1,
+        "kind": "scale",
+        "started": started.isoformat(timespec="seconds"),
+        "machine": bench.machine_info(),
+        "counts": results,
+        "summary": summary,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"scale-{started.strftime('%Y%m%dT%H%M%SZ')}.json"
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"results: {path}")
+    print(render_table(summary))
+    png = render_png(summary, path.with_suffix(".png"))
+    if png:
+        print(f"chart: {png}")
+    return 0 if all("stopped" not in c for c in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

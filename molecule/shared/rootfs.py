@@ -1,0 +1,95 @@
+"""The one Debian image builder of the test harness: a debootstrap tree, customised.
+
+hostprep.py turns the tree into a Docker image (`docker import`), vm.py into a
+qemu disk (`mkfs.ext4 -d`). Both start here: the same debootstrap call (the
+tool's default mirror, no registry), the same apt settings, the same way of
+masking units, and a recipe hash that covers this module, so a change here
+rebuilds both images.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+APT_QUIET = 'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\n'
+APT_KEEP_DEBS = 'Binary::apt::APT::Keep-Downloaded-Packages "true";\n'
+
+
+def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def ensure_debootstrap() -> None:
+    """Install debootstrap when missing (root; Debian's package archive)."""
+    if shutil.which("debootstrap") is not None:
+        return
+    if os.geteuid() != 0:
+        sys.exit("rootfs: debootstrap is missing; run as root or install it")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    _run(["apt-get", "update", "-qq"], env=env)
+    _run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "debootstrap"], env=env)
+
+
+@contextlib.contextmanager
+def debootstrap(suite: str, packages: Iterable[str], workdir: Path) -> Iterator[Path]:
+    """A minbase tree of `suite` with `packages`, in a folder removed afterwards."""
+    ensure_debootstrap()
+    workdir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=workdir, prefix=f"rootfs-{suite}-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        _run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(packages)}",
+                suite,
+                str(rootfs),
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        yield rootfs
+
+
+def chroot(rootfs: Path, *cmd: str) -> None:
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive", LC_ALL="C")
+    _run(["chroot", str(rootfs), *cmd], env=env, stdout=subprocess.DEVNULL)
+
+
+def quiet_apt(rootfs: Path, name: str, keep_debs: bool = False) -> None:
+    """No recommends or suggests; with keep_debs, apt keeps what it downloads."""
+    text = APT_QUIET + (APT_KEEP_DEBS if keep_debs else "")
+    (rootfs / "etc/apt/apt.conf.d" / name).write_text(text)
+
+
+def mask_units(rootfs: Path, units: Iterable[str]) -> None:
+    """Units that only cost boot time where the image runs (linked to /dev/null)."""
+    for unit in units:
+        link = rootfs / "etc/systemd/system" / unit
+        link.unlink(missing_ok=True)
+        link.symlink_to("/dev/null")
+
+
+def forget_identity(rootfs: Path) -> None:
+    """An empty machine-id: every container or VM made from the image gets its own."""
+    (rootfs / "etc/machine-id").write_text("")
+
+
+def recipe_hash(*parts: object, functions: Iterable[object] = ()) -> str:
+    """A short hash of the data and the code (this module included) that make an image."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(json.dumps(part, sort_keys=True, default=str).encode())
+    h.update(inspect.getsource(sys.modules[__name__]).encode())
+    for function in functions:
+        h.update(inspect.getsource(function).encode())
+    return h.hexdigest()[:16]

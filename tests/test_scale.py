@@ -1,0 +1,126 @@
+"""The scale bench's pure parts (bench/scale.py): inventory, summary, table, process tree."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import scale  # noqa: E402
+
+import bench  # noqa: E402
+
+
+def test_inventory_has_the_counted_nodes_and_one_shared_venv(tmp_path: Path) -> None:
+    inv = scale.write_inventory(tmp_path / "inv", scale.node_names(3), tmp_path / "results")
+    hosts = yaml.safe_load((inv / "hosts.yml").read_text())["all"]["children"]["slurm_cluster"]
+    computes = hosts["children"]["slurm_compute"]["hosts"]
+    assert list(computes) == ["node1", "node2", "node3"]
+    assert all(v == {"slurm_compute_gpus": 1} for v in computes.values())
+    assert list(hosts["children"]["slurm_controller"]["hosts"]) == ["ctl"]
+    extra = yaml.safe_load((inv / "group_vars/slurm_cluster/bench.yml").read_text())
+    assert extra["pytorch_venv_shared"] is True
+    assert extra["cluster_results_dir"] == str(tmp_path / "results")
+    assert sorted(p.stem for p in (inv / "host_vars").iterdir()) == [
+        "ctl",
+        "node1",
+        "node2",
+        "node3",
+    ]
+    # The demo's group_vars come along.
+    assert (inv / "group_vars/slurm_cluster/slurm.yml").is_file()
+
+
+def test_platforms_put_ctl_in_the_controller_group() -> None:
+    got = scale.platforms(["ctl", "node1"])
+    assert [p["groups"] for p in got] == [["slurm_controller"], ["slurm_compute"]]
+    assert all(p["image"] == "cluster-base:bookworm" for p in got)
+
+
+def run(name: str, wall: float, ok: bool = True) -> dict:
+    return {
+        "name": name,
+        "status": "successful" if ok else "failed",
+        "wall_s": wall,
+        "changed": 0,
+        "hosts": 4,
+        "tasks_per_host": {"max": 60, "mean": 40.0},
+        "peak_rss_mib": 300.0,
+        "min_available_mib": 9000,
+        "max_swap_used_mib": 0,
+        "errors": [],
+    }
+
+
+def count(n: int, rerun: list[float], add: float, smoke: float, floor: float) -> dict:
+    return {
+        "nodes": n,
+        "runs": {
+            "cold": [run("cold", 60.0 + n)],
+            "rerun": [run(f"rerun-{i}", v) for i, v in enumerate(rerun, 1)],
+            "doctor": [run("doctor", 5.0)],
+            "smoke": [run("smoke", smoke)],
+            "add": [run("add", add)],
+            "floor": [run("floor", floor)],
+        },
+    }
+
+
+def test_summary_takes_medians_and_judges_growth() -> None:
+    summary = scale.summarise(
+        [count(3, [20, 22, 21], 30, 10, 1.0), count(16, [40, 29, 31], 28, 25, 2.0)]
+    )
+    assert summary["by_nodes"]["3"]["rerun"] == 21
+    assert summary["by_nodes"]["16"]["rerun"] == 31
+    assert summary["by_nodes"]["16"]["rerun_x_floor"] == 15.5
+    growth = summary["growth"]
+    assert growth["rerun"]["ratio"] == round(31 / 21, 2) and growth["rerun"]["met"] is True
+    assert growth["add"]["met"] is True  # 28 s at 16 nodes, 30 s at 3
+    assert growth["smoke"]["ratio"] == 2.5 and growth["smoke"]["met"] is False
+    table = scale.render_table(summary)
+    assert "| no-change rerun (median of 3) | 21.0 s | 31.0 s |" in table
+    assert "NOT met" in table
+
+
+def test_failed_runs_do_not_count() -> None:
+    entry = count(3, [20, 22, 21], 30, 10, 1.0)
+    entry["runs"]["smoke"] = [run("smoke", 99.0, ok=False)]
+    assert scale.phase_s(entry, "smoke") is None
+    assert scale.summarise([entry])["growth"] == {}
+
+
+def test_tree_rss_sees_a_child_process() -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", "x = bytearray(64 * 1024 * 1024); import time; time.sleep(5)"]
+    )
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and scale.tree_rss_kib(os.getpid()) < 64 * 1024:
+            time.sleep(0.1)
+        assert scale.tree_rss_kib(os.getpid()) >= 64 * 1024
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_tasks_per_host_counts_every_result() -> None:
+    result = bench.RunResult(
+        name="rerun-1",
+        kind="rerun",
+        playbook="site.yml",
+        status="successful",
+        rc=0,
+        wall_s=1.0,
+        hosts={
+            "ctl": bench.HostStats(ok=50, skipped=10),
+            "node1": bench.HostStats(ok=30, skipped=5),
+        },
+    )
+    assert scale.tasks_per_host(result) == {"max": 60, "mean": 47.5}
