@@ -189,8 +189,10 @@ def write_inventory(directory: Path, computes: Sequence[str], results: Path) -> 
     for name in ["ctl", *computes]:
         (directory / "host_vars" / f"{name}.yml").write_text("ansible_connection: docker\n")
     bench_vars = {
-        # One venv on the shared filesystem for every node.
+        # One venv on the shared filesystem for every node, the one the smoke
+        # job and the doctor run (the pytorch role's shared venv path).
         "pytorch_venv_shared": True,
+        "cluster_venv": "/shared/venvs/torch-2.13.0-cpu",
         # The bench's own reports and history, not the repository's.
         "cluster_results_dir": str(results),
         # 16 ranks on 2 cores: step times say nothing about a node here.
@@ -225,11 +227,12 @@ def measured(run: bench.RunResult, sampler: Sampler) -> dict[str, Any]:
 class Cluster:
     """One count's cluster: its containers, inventories and fact cache in scratch."""
 
-    def __init__(self, count: int, scratch: Path, most: int) -> None:
+    def __init__(self, count: int, scratch: Path, most: int, reports: Path) -> None:
         self.count = count
         self.scratch = scratch / f"n{count}"
         self.scratch.mkdir(parents=True)
-        self.results = self.scratch / "results"
+        # The doctor's and the smoke job's reports, kept next to the results.
+        self.results = reports / f"n{count}"
         self.env = {"ANSIBLE_CACHE_PLUGIN_CONNECTION": str(self.scratch / "facts")}
         self.inventory = write_inventory(
             self.scratch / "inventory", node_names(count), self.results
@@ -269,8 +272,8 @@ def containers(names: Sequence[str], state: str, inventory: Path) -> bench.RunRe
     )
 
 
-def run_count(count: int, scratch: Path, most: int, reruns: int) -> dict[str, Any]:
-    cluster = Cluster(count, scratch, most)
+def run_count(count: int, scratch: Path, most: int, reruns: int, reports: Path) -> dict[str, Any]:
+    cluster = Cluster(count, scratch, most, reports)
     out: dict[str, Any] = {"nodes": count, "runs": {}}
 
     def keep(phase: str, run: bench.RunResult, sampler: Sampler) -> bool:
@@ -426,7 +429,8 @@ def render_png(summary: Mapping[str, Any], path: Path) -> Path | None:
     ax.set_xticks(counts)
     ax.set_title("Cost against node count (one controller + N compute containers)")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.get_lines():
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -461,9 +465,10 @@ def main(argv: list[str] | None = None) -> int:
         check=False,
     )
     results = []
+    reports = args.out / f"scale-{started.strftime('%Y%m%dT%H%M%SZ')}-reports"
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as scratch:
         for count in counts:
-            entry = run_count(count, Path(scratch), counts[-1], args.reruns)
+            entry = run_count(count, Path(scratch), counts[-1], args.reruns, reports)
             results.append(entry)
             if "stopped" in entry:
                 print(f"scale: n={count} stopped: {entry['stopped']}", flush=True)
