@@ -220,6 +220,8 @@ def measured(run: bench.RunResult, sampler: Sampler) -> dict[str, Any]:
         "peak_rss_mib": round(sampler.peak_rss_kib / 1024, 1),
         "min_available_mib": round((sampler.min_available_kib or 0) / 1024),
         "max_swap_used_mib": round(sampler.max_swap_used_kib / 1024),
+        # Where a phase grows faster than the floor, these name the task.
+        "slowest": bench.slowest(run, 5),
         "errors": run.errors[:5],
     }
 
@@ -408,6 +410,24 @@ def render_table(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def slowest_tasks(counts: list[dict[str, Any]], phases: Sequence[str] = ("rerun", "add")) -> str:
+    """The slowest tasks of the largest count's first run of each phase."""
+    if not counts:
+        return ""
+    last = counts[-1]
+    lines = []
+    for phase in phases:
+        runs = last["runs"].get(phase) or [{}]
+        tasks = runs[0].get("slowest") or []
+        if tasks:
+            lines.append(f"slowest tasks, {PHASE_LABELS[phase]}, {last['nodes']} nodes:")
+            lines += [
+                f"  {t['duration_s']:6.1f} s  {t['role'] + ' : ' if t['role'] else ''}{t['task']}"
+                for t in tasks
+            ]
+    return "\n".join(lines)
+
+
 def render_png(summary: Mapping[str, Any], path: Path) -> Path | None:
     try:
         import matplotlib
@@ -451,6 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         doc = json.loads(args.report.read_text())
         print(render_table(doc["summary"]))
+        print(slowest_tasks(doc["counts"]))
         render_png(doc["summary"], args.report.with_suffix(".png"))
         return 0
     counts = sorted({int(n) for n in args.nodes.split(",") if n.strip()})
@@ -488,6 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     path.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"results: {path}")
     print(render_table(summary))
+    print(slowest_tasks(results))
     png = render_png(summary, path.with_suffix(".png"))
     if png:
         print(f"chart: {png}")

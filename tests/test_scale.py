@@ -124,3 +124,13 @@ def test_tasks_per_host_counts_every_result() -> None:
         },
     )
     assert scale.tasks_per_host(result) == {"max": 60, "mean": 47.5}
+
+
+def test_slowest_tasks_name_the_largest_counts_tasks() -> None:
+    small, large = count(3, [20, 21, 22], 30, 10, 1.0), count(16, [40, 41, 42], 30, 20, 4.0)
+    large["runs"]["rerun"][0]["slowest"] = [
+        {"role": "gpulab.slurm_cluster.munge", "task": "Checksum the key", "duration_s": 3.5}
+    ]
+    text = scale.slowest_tasks([small, large])
+    assert "16 nodes" in text and "3.5 s  gpulab.slurm_cluster.munge : Checksum the key" in text
+    assert scale.slowest_tasks([]) == ""
