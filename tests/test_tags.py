@@ -27,7 +27,11 @@ COMPONENTS = {
     "shared_fs": {"nfs_server", "shared_fs"},
     "cuda": {"cuda"},
     "pytorch": {"pytorch"},
-    "smoke": {"Copy the job templates", "Run the acceptance job from the controller"},
+    "smoke": {
+        "Hash the job templates on the shared filesystem",
+        "Copy the job templates",
+        "Run the acceptance job from the controller",
+    },
     "doctor": {"cluster_doctor", "Hash the config files as site.yml would write them"},
 }
 TASK = re.compile(r"^\s{6}(?P<name>.+?)\tTAGS: \[(?P<tags>[^\]]*)\]$")
