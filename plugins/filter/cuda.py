@@ -14,6 +14,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.filter_errors import (
+    ansible_errors,
+)
+
 NVIDIA_REPO_BASE_URL = "https://developer.download.nvidia.com/compute/cuda/repos"
 # The cuda-keyring package that configures NVIDIA's apt repository.
 KEYRING_PACKAGE = "cuda-keyring"
@@ -218,7 +222,7 @@ class FilterModule:
 
     def filters(self) -> dict:
         return {
-            name: _ansible_errors(func)
+            name: ansible_errors(func)
             for name, func in {
                 "cuda_repo": cuda_repo,
                 "cuda_packages": cuda_packages,
@@ -229,17 +233,3 @@ class FilterModule:
                 "cuda_pci_devices": parse_pci_devices,
             }.items()
         }
-
-
-def _ansible_errors(func):
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except ValueError as exc:
-            from ansible.errors import AnsibleFilterError
-
-            raise AnsibleFilterError(str(exc)) from exc
-
-    wrapper.__name__ = func.__name__
-    wrapper.__doc__ = func.__doc__
-    return wrapper

@@ -13,6 +13,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.filter_errors import (
+    ansible_errors,
+)
+
 # The venv_packages module applies the same version rule on the nodes.
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.pep440 import (
     version_matches as _version_matches,
@@ -209,7 +213,7 @@ class FilterModule:
 
     def filters(self) -> dict:
         return {
-            name: _ansible_errors(func)
+            name: ansible_errors(func)
             for name, func in {
                 "torch_variant": torch_variant,
                 "torch_variant_info": torch_variant_info,
@@ -223,17 +227,3 @@ class FilterModule:
                 "torch_report_problems": torch_report_problems,
             }.items()
         }
-
-
-def _ansible_errors(func):
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except ValueError as exc:
-            from ansible.errors import AnsibleFilterError
-
-            raise AnsibleFilterError(str(exc)) from exc
-
-    wrapper.__name__ = func.__name__
-    wrapper.__doc__ = func.__doc__
-    return wrapper

@@ -1,0 +1,22 @@
+"""A filter's ValueError as Ansible's filter error, named for the task that used it.
+
+The filter modules stay importable without Ansible (tools/gpu_facts.py runs
+them on a bare GPU machine): ansible.errors is imported only on an error.
+"""
+
+from __future__ import annotations
+
+import functools
+
+
+def ansible_errors(func):
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except ValueError as exc:
+            from ansible.errors import AnsibleFilterError
+
+            raise AnsibleFilterError(str(exc)) from exc
+
+    return wrapper
