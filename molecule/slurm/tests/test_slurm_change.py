@@ -9,6 +9,8 @@ import time
 from conftest import host
 
 CTL = host("ctl")
+# The collection's roles show in task names as gpulab.slurm_cluster.<role>.
+ROLES = "gpulab.slurm_cluster."
 
 
 def wait_for(predicate, timeout: float, what: str):
@@ -84,7 +86,10 @@ def test_drift_is_reconfigured_and_a_running_job_survives(run_playbook) -> None:
         result = run_playbook("site.yml")
         out = result.stdout + result.stderr
         assert result.returncode == 0, out
-        reconfigured = r"TASK \[slurm_daemons : Reconfigure Slurm[^\]]*\] \**\nchanged: \[ctl\]"
+        reconfigured = (
+            r"TASK \[gpulab\.slurm_cluster\.slurm_daemons : Reconfigure Slurm[^\]]*\] \**\n"
+            r"changed: \[ctl\]"
+        )
         assert re.search(reconfigured, out), out[-3000:]
 
         # Every slurmd got the controller's file back through the reconfigure.
@@ -165,17 +170,17 @@ def test_an_upgrade_dumps_the_database_first_then_goes_dbd_ctld_nodes(run_playbo
     out = done.stdout
     assert done.returncode == 0, out[-4000:]
     steps = [
-        "TASK [slurm_dbd : Stop slurmdbd and dump the accounting database",
-        "TASK [slurm_dbd : Install MariaDB and slurmdbd]",
-        "TASK [slurm_daemons : Start slurmdbd",
-        "TASK [slurm_daemons : Upgrade slurmctld to its distribution's release]",
-        "TASK [slurm_daemons : Start slurmctld",
-        "TASK [slurm_daemons : Upgrade slurmd on this batch]",
+        f"TASK [{ROLES}slurm_dbd : Stop slurmdbd and dump the accounting database",
+        f"TASK [{ROLES}slurm_dbd : Install MariaDB and slurmdbd]",
+        f"TASK [{ROLES}slurm_daemons : Start slurmdbd",
+        f"TASK [{ROLES}slurm_daemons : Upgrade slurmctld to its distribution's release]",
+        f"TASK [{ROLES}slurm_daemons : Start slurmctld",
+        f"TASK [{ROLES}slurm_daemons : Upgrade slurmd on this batch]",
     ]
     at = [out.index(s) for s in steps]
     assert at == sorted(at), list(zip(steps, at, strict=True))
     # One batch per node (25% of two nodes): the nodes go one after the other.
-    assert out.count("TASK [slurm_daemons : Upgrade slurmd on this batch]") == 2
+    assert out.count(f"TASK [{ROLES}slurm_daemons : Upgrade slurmd on this batch]") == 2
 
     dump = CTL.check_output("ls -t /var/backups/slurm/slurm_acct_db-*.sql.gz | head -n 1")
     assert re.search(rf"slurm_acct_db-\d{{8}}T\d{{6}}-slurm-{re.escape(installed)}\.sql\.gz$", dump)
