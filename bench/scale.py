@@ -93,7 +93,8 @@ def _rss_kib(pid: int) -> int:
 
 def tree_rss_kib(root: int) -> int:
     """RSS of every process below root (root excluded: the bench itself)."""
-    tree, total, todo = _children(), 0, list(_children().get(root, []))
+    tree, total = _children(), 0
+    todo = list(tree.get(root, []))
     while todo:
         pid = todo.pop()
         total += _rss_kib(pid)
@@ -164,6 +165,19 @@ def platforms(names: Sequence[str]) -> list[dict[str, Any]]:
     ]
 
 
+def shared_venv() -> str:
+    """The pytorch role's shared venv for the demo's torch pin (CPU variant: no driver here).
+
+    Its rule: <pytorch_venv_shared_dir>/torch-<version without +local>-<variant>.
+    """
+    pins = yaml.safe_load(
+        (ROOT / "inventory/local/group_vars/slurm_compute/pytorch.yml").read_text()
+    )["pytorch_packages"]
+    torch = next(p for p in pins if str(p).startswith("torch=="))
+    version = torch.split("==", 1)[1].split("+", 1)[0]
+    return f"/shared/venvs/torch-{version}-cpu"
+
+
 def write_inventory(directory: Path, computes: Sequence[str], results: Path) -> Path:
     """The demo's inventory (inventory/local) with `computes` as its compute nodes."""
     if directory.exists():
@@ -192,7 +206,7 @@ def write_inventory(directory: Path, computes: Sequence[str], results: Path) -> 
         # One venv on the shared filesystem for every node, the one the smoke
         # job and the doctor run (the pytorch role's shared venv path).
         "pytorch_venv_shared": True,
-        "cluster_venv": "/shared/venvs/torch-2.13.0-cpu",
+        "cluster_venv": shared_venv(),
         # The bench's own reports and history, not the repository's.
         "cluster_results_dir": str(results),
         # 16 ranks on 2 cores: step times say nothing about a node here.
