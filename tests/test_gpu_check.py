@@ -206,10 +206,11 @@ def test_driver_from_proc(machine: str) -> None:
 
 
 def test_the_query_is_the_one_slurm_node_info_runs() -> None:
-    source = (ROOT / "plugins/modules/slurm_node_info.py").read_text()
+    # The query lives in module_utils (slurm_node_info and node_state run it).
+    source = (ROOT / "plugins/module_utils/slurm_node.py").read_text()
     args = ", ".join(f'"{arg}"' for arg in gpu_facts.SMI_QUERY)
-    assert f"[smi, {args}]" in source
-    assert f'"default": "{gpu_facts.DEV_GLOB}"' in source
+    assert f"[nvidia_smi, {args}]" in source
+    assert f'dev_glob: str = "{gpu_facts.DEV_GLOB}"' in source
 
 
 def test_slurmd_c_where_slurmd_is_installed() -> None:

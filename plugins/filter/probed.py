@@ -1,0 +1,55 @@
+"""What playbooks/packages.yml's node_state probe found, asked by the roles.
+
+Pure functions (tests/test_node_state.py). A role asks these to skip a task
+whose outcome the probe already proves; without a probe (a role used on its
+own) every answer is "not proven", so the task runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+def unit_up(state: Mapping | None, name: str) -> bool:
+    """True when the probe found the systemd unit active and enabled at boot."""
+    unit = ((state or {}).get("units") or {}).get(name) or {}
+    return unit.get("active") == "active" and unit.get("enabled") == "enabled"
+
+
+def probed_file(state: Mapping | None, path: str) -> dict:
+    """The probe's {exists, sha1, sha256, owner, group, mode} of a path; {} when not asked."""
+    return dict(((state or {}).get("files") or {}).get(path) or {})
+
+
+def probed_sha1(state: Mapping | None, path: str) -> str | None:
+    """SHA-1 of a file the probe read; None when missing or not asked (never equal to a hash)."""
+    info = probed_file(state, path)
+    return info.get("sha1") if info.get("exists") else None
+
+
+def probed_same(
+    state: Mapping | None,
+    path: str,
+    sha1: str,
+    owner: str = "root",
+    group: str = "root",
+    mode: str = "0644",
+) -> bool:
+    """True when the probe found the file with this SHA-1, owner, group and mode."""
+    info = probed_file(state, path)
+    return bool(info.get("exists")) and (
+        info.get("sha1"),
+        info.get("owner"),
+        info.get("group"),
+        info.get("mode"),
+    ) == (sha1, owner, group, mode)
+
+
+class FilterModule:
+    def filters(self) -> dict:
+        return {
+            "unit_up": unit_up,
+            "probed_file": probed_file,
+            "probed_sha1": probed_sha1,
+            "probed_same": probed_same,
+        }

@@ -1,0 +1,217 @@
+#!/usr/bin/python
+"""Ansible module: what site.yml reads on a node before it changes anything, in one call."""
+
+from __future__ import annotations
+
+import grp
+import hashlib
+import os
+import pwd
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.slurm_node import read_node
+
+DOCUMENTATION = r"""
+module: node_state
+short_description: Read a node's packages, units, files and hardware in one call
+description:
+  - One call instead of one task per read, so that a rerun that changes nothing
+    costs few round trips (playbooks/packages.yml). The roles use what it found
+    where it is there and read for themselves where it is not (a role used on
+    its own, a path it was not asked about, a package this run installed).
+  - Read-only; runs the same in check mode. The commands must be read-only too.
+options:
+  packages: {description: List the installed packages (dpkg)., type: bool, default: true}
+  units:
+    description: systemd units whose ActiveState and UnitFileState to report.
+    type: list
+    elements: str
+    default: []
+  files:
+    description: Paths whose SHA-1, SHA-256, owner, group and mode to report.
+    type: list
+    elements: path
+    default: []
+  read:
+    description: Small text files whose content to return (a missing one - null).
+    type: list
+    elements: path
+    default: []
+  commands:
+    description: "{name: command}: a list is argv, a string a /bin/sh script (rc, stdout, stderr)."
+    type: dict
+    default: {}
+  slurm_node:
+    description: >-
+      Report slurmd -C and the GPUs where slurmd is installed, also as the fact
+      C(slurm_node) that the module slurm_node_info sets.
+    type: bool
+    default: false
+"""
+
+RETURN = r"""
+state:
+  description: >-
+    packages {name: version}; units {name: {active, enabled}} (absent units:
+    active=absent); files {path: {exists, sha1, sha256, owner, group, mode}};
+    read {path: text or null}; commands {name: {rc, stdout, stderr}};
+    slurm_node (as slurm_node_info's fact) or null; slurm_node_error.
+  returned: always
+  type: dict
+"""
+
+TIMEOUT = 30
+
+
+def run(argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
+    try:
+        proc = subprocess.run(
+            argv, input=stdin, capture_output=True, text=True, timeout=TIMEOUT, check=False
+        )
+    except FileNotFoundError as exc:
+        return 127, "", str(exc)
+    except subprocess.TimeoutExpired:
+        return 124, "", f"timed out after {TIMEOUT} s"
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def packages() -> dict[str, str]:
+    rc, out, _ = run(
+        ["dpkg-query", "--show", "--showformat=${db:Status-Status} ${Package} ${Version}\\n"]
+    )
+    found: dict[str, str] = {}
+    for line in out.splitlines() if rc == 0 else []:
+        fields = line.split()
+        if len(fields) == 3 and fields[0] == "installed":
+            found[fields[1]] = fields[2]
+    return found
+
+
+def parse_units(text: str) -> dict[str, dict[str, str]]:
+    """`systemctl show -p Id,LoadState,ActiveState,UnitFileState A B` -> {A: {active, enabled}}."""
+    out: dict[str, dict[str, str]] = {}
+    for block in text.strip().split("\n\n"):
+        props = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        name = props.get("Id", "").removesuffix(".service")
+        if not name:
+            continue
+        if props.get("LoadState") == "not-found":
+            out[name] = {"active": "absent", "enabled": "absent"}
+        else:
+            out[name] = {
+                "active": props.get("ActiveState", ""),
+                "enabled": props.get("UnitFileState", ""),
+            }
+    return out
+
+
+def units(names: list[str]) -> dict[str, dict[str, str]]:
+    if not names:
+        return {}
+    rc, out, _ = run(
+        [
+            "systemctl",
+            "show",
+            "--property=Id,LoadState,ActiveState,UnitFileState",
+            *[n if "." in n else f"{n}.service" for n in names],
+        ]
+    )
+    found = parse_units(out) if rc == 0 else {}
+    # A unit systemd does not know at all is reported under the name asked for.
+    return {
+        n.removesuffix(".service"): found.get(
+            n.removesuffix(".service"), {"active": "absent", "enabled": "absent"}
+        )
+        for n in names
+    }
+
+
+def file_info(path: str) -> dict:
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return {"exists": False}
+    try:
+        owner = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        owner = str(st.st_uid)
+    try:
+        group = grp.getgrgid(st.st_gid).gr_name
+    except KeyError:
+        group = str(st.st_gid)
+    return {
+        "exists": True,
+        "sha1": hashlib.sha1(data).hexdigest(),  # Ansible's own file checksum
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "owner": owner,
+        "group": group,
+        "mode": f"{st.st_mode & 0o7777:04o}",
+    }
+
+
+def read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def command(spec: str | list) -> dict:
+    rc, out, err = run(
+        [str(a) for a in spec] if isinstance(spec, list) else ["/bin/sh", "-c", str(spec)]
+    )
+    return {"rc": rc, "stdout": out, "stderr": err}
+
+
+def slurm_node() -> tuple[dict | None, str]:
+    slurmd = shutil.which("slurmd") or (
+        "/usr/sbin/slurmd" if os.path.exists("/usr/sbin/slurmd") else None
+    )
+    if slurmd is None:
+        return None, "slurmd is not installed"
+    try:
+        return read_node(run, slurmd, shutil.which("nvidia-smi")), ""
+    except ValueError as exc:
+        return None, str(exc)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "packages": {"type": "bool", "default": True},
+            "units": {"type": "list", "elements": "str", "default": []},
+            "files": {"type": "list", "elements": "path", "default": []},
+            "read": {"type": "list", "elements": "path", "default": []},
+            "commands": {"type": "dict", "default": {}},
+            "slurm_node": {"type": "bool", "default": False},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    # The slow reads (dpkg, systemctl, slurmd -C, the commands) run side by side.
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        pkgs = pool.submit(packages) if p["packages"] else None
+        unit_states = pool.submit(units, p["units"])
+        node = pool.submit(slurm_node) if p["slurm_node"] else None
+        cmds = {name: pool.submit(command, script) for name, script in p["commands"].items()}
+        state = {
+            "files": {path: file_info(path) for path in p["files"]},
+            "read": {path: read_text(path) for path in p["read"]},
+            "packages": pkgs.result() if pkgs else {},
+            "units": unit_states.result(),
+            "commands": {name: job.result() for name, job in cmds.items()},
+        }
+        state["slurm_node"], state["slurm_node_error"] = node.result() if node else (None, "")
+    # As slurm_node_info sets it (cached with the other facts).
+    facts = {"slurm_node": state["slurm_node"]} if state["slurm_node"] else {}
+    module.exit_json(changed=False, state=state, ansible_facts=facts)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""The node_state probe (plugins/modules/node_state.py), its filters and the firewall script."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import node_state as m
+import pytest
+from probed import FilterModule
+
+ROOT = Path(__file__).resolve().parents[1]
+FILTERS = FilterModule().filters()
+FIREWALL = ROOT / "roles/slurm_common/files/slurm-firewall"
+
+SYSTEMCTL_SHOW = """Id=munge.service
+LoadState=loaded
+ActiveState=active
+UnitFileState=enabled
+
+Id=slurmd.service
+LoadState=loaded
+ActiveState=failed
+UnitFileState=enabled
+
+Id=mariadb.service
+LoadState=not-found
+ActiveState=inactive
+UnitFileState=
+"""
+
+
+def test_units_parse_active_failed_and_absent() -> None:
+    assert m.parse_units(SYSTEMCTL_SHOW) == {
+        "munge": {"active": "active", "enabled": "enabled"},
+        "slurmd": {"active": "failed", "enabled": "enabled"},
+        "mariadb": {"active": "absent", "enabled": "absent"},
+    }
+
+
+def test_unit_up_needs_active_and_enabled_and_a_probe() -> None:
+    state = {"units": m.parse_units(SYSTEMCTL_SHOW)}
+    up = FILTERS["unit_up"]
+    assert up(state, "munge") is True
+    assert up(state, "slurmd") is False
+    assert up(state, "mariadb") is False
+    assert up(state, "slurmctld") is False  # not asked
+    assert up({}, "munge") is False  # no probe: the task runs
+    assert up(None, "munge") is False
+    disabled = {"units": {"munge": {"active": "active", "enabled": "disabled"}}}
+    assert up(disabled, "munge") is False
+
+
+def test_file_info_and_probed_same(tmp_path: Path) -> None:
+    path = tmp_path / "slurm.conf"
+    path.write_text("ClusterName=lab\n")
+    os.chmod(path, 0o640)
+    info = m.file_info(str(path))
+    sha1 = hashlib.sha1(b"ClusterName=lab\n").hexdigest()
+    assert info["exists"] is True
+    assert (info["sha1"], info["mode"]) == (sha1, "0640")
+    assert info["sha256"] == hashlib.sha256(b"ClusterName=lab\n").hexdigest()
+    assert m.file_info(str(tmp_path / "missing")) == {"exists": False}
+
+    state = {"files": {str(path): info, "/absent": {"exists": False}}}
+    same = FILTERS["probed_same"]
+    owner, group = info["owner"], info["group"]
+    assert same(state, str(path), sha1, owner, group, "0640") is True
+    assert same(state, str(path), sha1, owner, group, "0644") is False  # mode drift
+    assert same(state, str(path), "0" * 40, owner, group, "0640") is False  # content drift
+    assert same(state, "/absent", sha1) is False
+    assert same(state, "/not/asked", sha1) is False
+    assert same({}, str(path), sha1, owner, group, "0640") is False
+    assert FILTERS["probed_sha1"](state, str(path)) == sha1
+    assert FILTERS["probed_sha1"](state, "/absent") is None
+    assert FILTERS["probed_file"](state, "/not/asked") == {}
+
+
+def test_commands_run_as_argv_or_shell() -> None:
+    assert m.command(["echo", "a b"])["stdout"] == "a b\n"
+    assert m.command("echo $((1 + 2)); exit 3") == {"rc": 3, "stdout": "3\n", "stderr": ""}
+    assert m.command(["/no/such/tool"])["rc"] == 127
+
+
+def test_read_text_of_a_missing_file_is_none(tmp_path: Path) -> None:
+    (tmp_path / "hosts").write_text("127.0.0.1 localhost\n")
+    assert m.read_text(str(tmp_path / "hosts")) == "127.0.0.1 localhost\n"
+    assert m.read_text(str(tmp_path / "nope")) is None
+
+
+def fake_iptables(tmp_path: Path, rules: str) -> dict[str, str]:
+    """An iptables on PATH that prints RULES for -S and logs every other call."""
+    tool = tmp_path / "iptables"
+    log = tmp_path / "calls"
+    tool.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = -S ]; then printf "%s" "$(cat {tmp_path}/rules)"; exit 0; fi\n'
+        f'echo "$@" >> {log}\n'
+        '[ "$1" = -D ] && exit 1\n'
+        "exit 0\n"
+    )
+    tool.chmod(0o755)
+    (tmp_path / "rules").write_text(rules)
+    return {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+
+
+RULE = (
+    "-A INPUT -p tcp -m multiport --dports 6817,6818 -m comment --comment slurm-cluster -j ACCEPT"
+)
+
+
+@pytest.mark.parametrize(
+    ("rules", "expected"),
+    [
+        ("-P INPUT ACCEPT", "none"),
+        (f"-P INPUT DROP\n{RULE}", "ok"),
+        ("-P INPUT ACCEPT\n-A INPUT -p tcp --dport 6818 -j DROP", "changed"),
+        ("-P INPUT DROP", "changed"),
+    ],
+)
+def test_firewall_script_reads_without_apply(tmp_path: Path, rules: str, expected: str) -> None:
+    env = fake_iptables(tmp_path, rules)
+    out = subprocess.run(
+        ["sh", str(FIREWALL), "6817,6818"], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == expected
+    assert not (tmp_path / "calls").exists()  # the probe changed nothing
+
+
+def test_firewall_script_applies_the_rule_first(tmp_path: Path) -> None:
+    env = fake_iptables(tmp_path, "-P INPUT ACCEPT\n-A INPUT -p tcp --dport 6818 -j DROP")
+    out = subprocess.run(
+        ["sh", str(FIREWALL), "6817,6818", "apply"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "changed"
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[-1] == "-I INPUT 1 " + RULE.removeprefix("-A INPUT ")
