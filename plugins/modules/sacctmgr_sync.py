@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from ansible.module_utils.basic import AnsibleModule
 
 DOCUMENTATION = r"""
@@ -147,11 +149,18 @@ def main() -> None:
             module.fail_json(msg=f"{' '.join(cmd)} failed: {err.strip() or out.strip()}")
         return parse_rows(out, [f.lower() for f in fields])
 
-    have_qos = show("qos", ["Name", "GrpTRESMins", "MaxWall"])
-    have_accounts = show("account", ["Account", "Descr", "Org"])
-    have_assocs = show(
-        "association", ["Account", "User", "QOS"], ["where", f"cluster={p['cluster']}"]
-    )
+    # The three reads side by side (each sacctmgr is one slurmdbd round trip).
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        qos_job = pool.submit(show, "qos", ["Name", "GrpTRESMins", "MaxWall"])
+        accounts_job = pool.submit(show, "account", ["Account", "Descr", "Org"])
+        assocs_job = pool.submit(
+            show, "association", ["Account", "User", "QOS"], ["where", f"cluster={p['cluster']}"]
+        )
+        have_qos, have_accounts, have_assocs = (
+            qos_job.result(),
+            accounts_job.result(),
+            assocs_job.result(),
+        )
     cmds = plan(p["cluster"], p["qos"], p["accounts"], have_qos, have_accounts, have_assocs)
     if not module.check_mode:
         for cmd in cmds:

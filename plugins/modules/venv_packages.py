@@ -9,6 +9,8 @@ start-up (about 2 s per node).
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from importlib import metadata
 
 from ansible.module_utils.basic import AnsibleModule
@@ -35,6 +37,13 @@ options:
     description: The local version label torch must carry; empty for any.
     type: str
     default: ""
+  verify:
+    description: >-
+      A Python script and its arguments ({script, args}) run with this Python
+      after the check, so that a second look at the venv (the pytorch role's
+      files/verify_torch.py) costs no second round trip. Its rc, stdout and
+      stderr come back as C(verify).
+    type: dict
 """
 
 RETURN = r"""
@@ -47,6 +56,10 @@ missing:
   returned: always
   type: list
   elements: str
+verify:
+  description: rc, stdout and stderr of the O(verify) script.
+  returned: when O(verify) is given
+  type: dict
 """
 
 _REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:==\s*([A-Za-z0-9.+!_-]+))?\s*$")
@@ -83,15 +96,28 @@ def main() -> None:
         argument_spec={
             "requirements": {"type": "list", "elements": "str", "required": True},
             "variant": {"type": "str", "default": ""},
+            "verify": {"type": "dict"},
         },
         supports_check_mode=True,
     )
     why = missing(module.params["requirements"], module.params["variant"])
+    extra = {}
+    if module.params["verify"]:
+        spec = module.params["verify"]
+        args = [str(arg) for arg in spec.get("args") or []]
+        proc = subprocess.run(
+            [sys.executable, "-c", str(spec["script"]), *args],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        extra["verify"] = {"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
     module.exit_json(
         changed=False,
         satisfied=not why,
         missing=why,
         msg="; ".join(why) if why else "all installed: " + " ".join(module.params["requirements"]),
+        **extra,
     )
 
 
