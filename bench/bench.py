@@ -59,6 +59,10 @@ TARGET_LABELS = {
     "rerun": "no-change rerun (median)",
     "smoke": "smoke_train.yml (median)",
 }
+# The no-change rerun as a multiple of the floor with facts measured in the
+# same bench (one ping with fact gathering on every node): issue 16's target,
+# which holds as the machine's speed drifts.
+RERUN_X_FLOOR_FACTS_TARGET = 3.5
 PLAYBOOK_TIMEOUT_S = 1800
 MOLECULE_TIMEOUT_S = 900
 TOP_TASKS = 10
@@ -355,8 +359,15 @@ def summarise(runs: list[RunResult]) -> dict[str, Any]:
         for kind in ("cold", "rerun", "smoke", "floor_facts")
         if figures.get(kind) and floor and floor["median_s"] > 0
     }
+    facts = figures.get("floor_facts")
+    rerun = figures.get("rerun")
     return {
         "figures": figures,
+        "rerun_x_floor_facts": (
+            round(rerun["median_s"] / facts["median_s"], 1)
+            if rerun and facts and facts["median_s"] > 0
+            else None
+        ),
         "rerun_changed": {r.name: r.changed for r in reruns},
         "floor_task_s": {
             "ping": floor_task_s(median_run(runs_of(good, "floor"))),
@@ -504,6 +515,13 @@ def render_table(doc: Mapping[str, Any]) -> str:
         lines.append(
             f"  one task on every node costs {format_s(floor_task['ping'])}, "
             f"fact gathering {format_s(floor_task.get('facts'))}"
+        )
+    ratio = summary.get("rerun_x_floor_facts")
+    if ratio is not None:
+        lines.append(
+            f"  rerun / floor with facts: {ratio:.1f}x "
+            f"(target <= {RERUN_X_FLOOR_FACTS_TARGET}x "
+            f"{verdict_word(ratio <= RERUN_X_FLOOR_FACTS_TARGET)})"
         )
     lines += task_rows("cold site.yml", summary["slowest"]["cold"])
     rerun = summary["slowest"]["rerun_run"]

@@ -219,6 +219,8 @@ def test_summary_min_median_max() -> None:
     assert summary["rerun_changed"] == {"rerun-1": 0, "rerun-2": 0, "rerun-3": 0}
     assert summary["x_floor"] == {"cold": 20.0, "rerun": 3.0, "smoke": 7.1, "floor_facts": 1.6}
     assert summary["floor_task_s"] == {"ping": 1.597126, "facts": 4.352928}
+    # The median rerun (15 s) over the floor with facts (8 s).
+    assert summary["rerun_x_floor_facts"] == 1.9
 
 
 def test_targets_met_and_not_met() -> None:
@@ -329,6 +331,7 @@ def test_table() -> None:
     assert has_row(table, "smoke_train.yml 2 31.0 s 35.5 s 40.0 s 7.1x <= 30 s NOT MET")
     assert has_row(table, "floor: ping 1 5.0 s 5.0 s 5.0 s")
     assert has_row(table, "floor: ping + facts 1 8.0 s 8.0 s 8.0 s 1.6x")
+    assert "  rerun / floor with facts: 1.9x (target <= 3.5x met)" in lines
     assert "8 slowest tasks, cold site.yml (longest host):" in lines
     assert "6 slowest tasks, median rerun (rerun-1) (longest host):" in lines
     assert "  one task on every node costs 1.6 s, fact gathering 4.4 s" in lines

@@ -74,3 +74,51 @@ def test_account_qos_change_is_modified() -> None:
         ["sacctmgr", "--immediate", "modify", "account", "where", "Name=vision", "Cluster=local",
          "set", "QOS=normal"],
     ]  # fmt: skip
+
+
+# --- the same plan from the probe's reads (filter sacctmgr_plan) ----------
+
+from accounting import PROBE_NAMES, sacctmgr_plan  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBED = {
+    "acct_qos": {"rc": 0, "stdout": "normal||\ngpu-hours|gres/gpu=6000|1-00:00:00\n"},
+    "acct_accounts": {"rc": 0, "stdout": "vision|vision group|lab\n"},
+    "acct_assocs": {
+        "rc": 0,
+        "stdout": "vision||gpu-hours,normal\nvision|alice|gpu-hours,normal\n"
+        "vision|bob|gpu-hours,normal\n",
+    },
+}
+
+
+def test_probed_tables_that_match_need_no_module_call() -> None:
+    assert sacctmgr_plan(PROBED, "local", WANT_QOS, WANT_ACCOUNTS) == []
+
+
+def test_probed_tables_that_differ_give_the_modules_commands() -> None:
+    want_acc = [dict(WANT_ACCOUNTS[0], users=["alice", "bob", "carol"])]
+    assert sacctmgr_plan(PROBED, "local", WANT_QOS, want_acc) == [
+        "sacctmgr --immediate add user carol Account=vision Cluster=local"
+    ]
+
+
+def test_a_read_the_probe_missed_or_failed_says_nothing() -> None:
+    for name in PROBE_NAMES.values():
+        partial = {k: v for k, v in PROBED.items() if k != name}
+        assert sacctmgr_plan(partial, "local", WANT_QOS, WANT_ACCOUNTS) is None
+        failed = dict(PROBED, **{name: {"rc": 3, "stdout": ""}})  # slurmctld not active
+        assert sacctmgr_plan(failed, "local", WANT_QOS, WANT_ACCOUNTS) is None
+    assert sacctmgr_plan(None, "local", WANT_QOS, WANT_ACCOUNTS) is None
+
+
+def test_the_probe_runs_the_modules_own_reads() -> None:
+    import yaml
+    from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.sacctmgr import show_argv
+
+    play = yaml.safe_load((ROOT / "playbooks/packages.yml").read_text())[0]
+    probe = play["vars"]["__cluster_probe_accounting"]
+    for what, name in PROBE_NAMES.items():
+        command = " ".join(probe[name].split())
+        expected = " ".join(show_argv(what, "{{ cluster_name | lower | quote }}"))
+        assert command.endswith("timeout 10 " + expected), (name, command)

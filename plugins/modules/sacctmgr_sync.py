@@ -6,6 +6,12 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.sacctmgr import (  # noqa: F401 - the tests use parse_rows from here
+    parse_rows,
+    plan,
+    rows_of,
+    show_argv,
+)
 
 DOCUMENTATION = r"""
 module: sacctmgr_sync
@@ -39,97 +45,6 @@ commands:
 """
 
 
-def parse_rows(text: str, fields: list[str]) -> list[dict]:
-    """Rows of `sacctmgr --noheader --parsable2 show ... format=<fields>`."""
-    rows = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        values = line.split("|")
-        rows.append(dict(zip(fields, values + [""] * (len(fields) - len(values)), strict=True)))
-    return rows
-
-
-def _qos_set(q: dict) -> list[str]:
-    out = []
-    if q.get("grp_tres_mins"):
-        out.append(f"GrpTRESMins={q['grp_tres_mins']}")
-    if q.get("max_wall"):
-        out.append(f"MaxWall={q['max_wall']}")
-    return out
-
-
-def plan(
-    cluster: str,
-    want_qos: list[dict],
-    want_accounts: list[dict],
-    have_qos: list[dict],
-    have_accounts: list[dict],
-    have_assocs: list[dict],
-) -> list[list[str]]:
-    """sacctmgr argv lists that bring the database to the wanted state."""
-    cmds: list[list[str]] = []
-    qos_by_name = {q["name"]: q for q in have_qos}
-    for q in want_qos:
-        name = q["name"]
-        if name not in qos_by_name:
-            cmds.append(["sacctmgr", "--immediate", "add", "qos", name, *_qos_set(q)])
-            continue
-        cur = qos_by_name[name]
-        diff = []
-        if q.get("grp_tres_mins") and cur.get("grptresmins") != q["grp_tres_mins"]:
-            diff.append(f"GrpTRESMins={q['grp_tres_mins']}")
-        if q.get("max_wall") and cur.get("maxwall", "").strip() != q["max_wall"].strip():
-            diff.append(f"MaxWall={q['max_wall']}")
-        if diff:
-            cmds.append(
-                ["sacctmgr", "--immediate", "modify", "qos", "where", f"Name={name}", "set", *diff]
-            )
-
-    acc_by_name = {a["account"]: a for a in have_accounts}
-    assoc = {(a["account"], a["user"]): a for a in have_assocs}
-    for acc in want_accounts:
-        name = acc["name"]
-        descr = acc.get("description", name)
-        org = acc.get("organization", name)
-        qos = ",".join(sorted(acc.get("qos", [])))
-        if name not in acc_by_name:
-            add = ["sacctmgr", "--immediate", "add", "account", name, f"Cluster={cluster}"]
-            add += [f"Description={descr}", f"Organization={org}"]
-            if qos:
-                add.append(f"QOS={qos}")
-            cmds.append(add)
-        else:
-            cur = acc_by_name[name]
-            diff = []
-            if cur.get("descr") != descr.lower() and cur.get("descr") != descr:
-                diff.append(f"Description={descr}")
-            if cur.get("org") != org.lower() and cur.get("org") != org:
-                diff.append(f"Organization={org}")
-            if diff:
-                cmds.append(
-                    ["sacctmgr", "--immediate", "modify", "account", "where", f"Name={name}",
-                     "set", *diff]
-                )  # fmt: skip
-            have_qos_acc = assoc.get((name, ""), {}).get("qos", "")
-            if qos and ",".join(sorted(filter(None, have_qos_acc.split(",")))) != qos:
-                cmds.append(
-                    [
-                        "sacctmgr", "--immediate", "modify", "account", "where",
-                        f"Name={name}", f"Cluster={cluster}", "set", f"QOS={qos}",
-                    ]
-                )  # fmt: skip
-        for user in acc.get("users", []):
-            if (name, user) not in assoc:
-                cmds.append(
-                    [
-                        "sacctmgr", "--immediate", "add", "user", user,
-                        f"Account={name}", f"Cluster={cluster}",
-                    ]
-                )  # fmt: skip
-    return cmds
-
-
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -141,26 +56,21 @@ def main() -> None:
     )
     p = module.params
 
-    def show(what: str, fields: list[str], extra: list[str] | None = None) -> list[dict]:
-        cmd = ["sacctmgr", "--noheader", "--parsable2", "show", what, *(extra or [])]
-        cmd.append("format=" + ",".join(fields))
+    def show(what: str) -> tuple:
+        """(rows, error): run in a thread, so it reports and never exits."""
+        cmd = show_argv(what, p["cluster"])
         rc, out, err = module.run_command(cmd)
         if rc != 0:
-            module.fail_json(msg=f"{' '.join(cmd)} failed: {err.strip() or out.strip()}")
-        return parse_rows(out, [f.lower() for f in fields])
+            return [], f"{' '.join(cmd)} failed: {err.strip() or out.strip()}"
+        return rows_of(what, out), ""
 
     # The three reads side by side (each sacctmgr is one slurmdbd round trip).
     with ThreadPoolExecutor(max_workers=3) as pool:
-        qos_job = pool.submit(show, "qos", ["Name", "GrpTRESMins", "MaxWall"])
-        accounts_job = pool.submit(show, "account", ["Account", "Descr", "Org"])
-        assocs_job = pool.submit(
-            show, "association", ["Account", "User", "QOS"], ["where", f"cluster={p['cluster']}"]
-        )
-        have_qos, have_accounts, have_assocs = (
-            qos_job.result(),
-            accounts_job.result(),
-            assocs_job.result(),
-        )
+        reads = list(pool.map(show, ["qos", "accounts", "assocs"]))
+    errors = [error for _, error in reads if error]
+    if errors:
+        module.fail_json(msg="; ".join(errors))
+    have_qos, have_accounts, have_assocs = (rows for rows, _ in reads)
     cmds = plan(p["cluster"], p["qos"], p["accounts"], have_qos, have_accounts, have_assocs)
     if not module.check_mode:
         for cmd in cmds:
