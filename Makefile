@@ -60,13 +60,30 @@ demo: host
 # default (all roles + DDP smoke job), topology (uneven lab), slurm on Debian
 # 12 and 13, nfs on VMs.
 # The cgroups check fails when a Docker scenario left Slurm cgroups on the host.
+# Each scenario's wall time is printed after it and kept in
+# results/make-test-times.txt (one line per scenario, this run's only).
+define timed
+	@if $(2); then rc=0; else rc=$$?; fi; \
+	  echo "make test: $(1) $$(( $$(date +%s) - $$(cat results/.scenario-start) )) s, rc $$rc" \
+	  | tee -a results/make-test-times.txt; exit $$rc
+endef
+define start
+	@mkdir -p results && date +%s > results/.scenario-start
+endef
+
 test: lint unit test-host
-	molecule test
-	molecule test -s topology
-	CLUSTER_SUITE=bookworm molecule test -s slurm
-	CLUSTER_SUITE=trixie molecule test -s slurm
+	@mkdir -p results && rm -f results/make-test-times.txt
+	$(call start)
+	$(call timed,default,molecule test)
+	$(call start)
+	$(call timed,topology,molecule test -s topology)
+	$(call start)
+	$(call timed,slurm-bookworm,CLUSTER_SUITE=bookworm molecule test -s slurm)
+	$(call start)
+	$(call timed,slurm-trixie,CLUSTER_SUITE=trixie molecule test -s slurm)
 	$(BIN)/python molecule/shared/hostprep.py cgroups
-	molecule test -s nfs
+	$(call start)
+	$(call timed,nfs,molecule test -s nfs)
 
 clean:
 	-molecule destroy
