@@ -141,3 +141,25 @@ def test_firewall_script_applies_the_rule_first(tmp_path: Path) -> None:
     assert out.stdout.strip() == "changed"
     calls = (tmp_path / "calls").read_text().splitlines()
     assert calls[-1] == "-I INPUT 1 " + RULE.removeprefix("-A INPUT ")
+
+
+def test_masked_hash_hides_the_secret_and_checks_it(tmp_path: Path) -> None:
+    conf = tmp_path / "slurmdbd.conf"
+    secret = tmp_path / "dbpass"
+    secret.write_text("s3cret")  # written without a newline, as the role does
+    conf.write_text("DbdHost=ctl\nStoragePass=s3cret\nStorageUser=slurm\n")
+    info = m.masked_info(str(conf), "StoragePass", str(secret))
+    masked = "DbdHost=ctl\nStoragePass=@SECRET@\nStorageUser=slurm\n"
+    assert info == {
+        "exists": True,
+        "sha1": hashlib.sha1(masked.encode()).hexdigest(),
+        "secret_matches": True,
+    }
+    assert "s3cret" not in str(info)
+    # Another password in the file: the same masked hash, but no match.
+    conf.write_text("DbdHost=ctl\nStoragePass=old\nStorageUser=slurm\n")
+    assert m.masked_info(str(conf), "StoragePass", str(secret))["secret_matches"] is False
+    # No such line, or no secret file.
+    conf.write_text("DbdHost=ctl\n")
+    assert m.masked_info(str(conf), "StoragePass", str(secret))["secret_matches"] is False
+    assert m.masked_info(str(conf), "StoragePass", str(tmp_path / "none")) == {"exists": False}

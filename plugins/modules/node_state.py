@@ -44,6 +44,16 @@ options:
     description: "{name: command}: a list is argv, a string a /bin/sh script (rc, stdout, stderr)."
     type: dict
     default: {}
+  masked:
+    description: >-
+      Config files that hold a secret taken from another file, as
+      {path, key, secret}: the SHA-1 of the file with the value of its
+      C(key=) line replaced by C(@SECRET@), and whether that value equals
+      the secret file's content. The controller compares the hash with the
+      template rendered with the same placeholder; no secret leaves the node.
+    type: list
+    elements: dict
+    default: []
   slurm_node:
     description: >-
       Report slurmd -C and the GPUs where slurmd is installed, also as the fact
@@ -58,6 +68,7 @@ state:
     packages {name: version}; units {name: {active, enabled}} (absent units:
     active=absent); files {path: {exists, sha1, sha256, owner, group, mode}};
     read {path: text or null}; commands {name: {rc, stdout, stderr}};
+    masked {path: {exists, sha1, secret_matches}};
     slurm_node (as slurm_node_info's fact) or null; slurm_node_error.
   returned: always
   type: dict
@@ -154,6 +165,32 @@ def file_info(path: str) -> dict:
     }
 
 
+MASK = "@SECRET@"
+
+
+def masked_info(path: str, key: str, secret_path: str) -> dict:
+    """SHA-1 of a config file with its KEY= value masked, and whether that value is the secret."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        with open(secret_path, encoding="utf-8") as handle:
+            secret = handle.read()
+    except (OSError, UnicodeDecodeError):
+        return {"exists": False}
+    lines, found = [], []
+    for line in text.splitlines(keepends=True):
+        if line.startswith(key + "="):
+            ending = "\n" if line.endswith("\n") else ""
+            found.append(line[len(key) + 1 :].removesuffix("\n") == secret)
+            line = f"{key}={MASK}{ending}"
+        lines.append(line)
+    return {
+        "exists": True,
+        "sha1": hashlib.sha1("".join(lines).encode("utf-8")).hexdigest(),
+        "secret_matches": bool(found) and all(found),
+    }
+
+
 def read_text(path: str) -> str | None:
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
@@ -189,6 +226,7 @@ def main() -> None:
             "files": {"type": "list", "elements": "path", "default": []},
             "read": {"type": "list", "elements": "path", "default": []},
             "commands": {"type": "dict", "default": {}},
+            "masked": {"type": "list", "elements": "dict", "default": []},
             "slurm_node": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
@@ -203,6 +241,10 @@ def main() -> None:
         state = {
             "files": {path: file_info(path) for path in p["files"]},
             "read": {path: read_text(path) for path in p["read"]},
+            "masked": {
+                str(m["path"]): masked_info(str(m["path"]), str(m["key"]), str(m["secret"]))
+                for m in p["masked"]
+            },
             "packages": pkgs.result() if pkgs else {},
             "units": unit_states.result(),
             "commands": {name: job.result() for name, job in cmds.items()},
