@@ -73,8 +73,8 @@ def test_file_info_and_probed_same(tmp_path: Path) -> None:
     assert same(state, "/absent", sha1) is False
     assert same(state, "/not/asked", sha1) is False
     assert same({}, str(path), sha1, owner, group, "0640") is False
-    assert FILTERS["probed_sha1"](state, str(path)) == sha1
-    assert FILTERS["probed_sha1"](state, "/absent") is None
+    assert FILTERS["probed_file"](state, str(path))["sha1"] == sha1
+    assert FILTERS["probed_file"](state, "/absent") == {"exists": False}
     assert FILTERS["probed_file"](state, "/not/asked") == {}
 
 

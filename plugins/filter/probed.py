@@ -21,12 +21,6 @@ def probed_file(state: Mapping | None, path: str) -> dict:
     return dict(((state or {}).get("files") or {}).get(path) or {})
 
 
-def probed_sha1(state: Mapping | None, path: str) -> str | None:
-    """SHA-1 of a file the probe read; None when missing or not asked (never equal to a hash)."""
-    info = probed_file(state, path)
-    return info.get("sha1") if info.get("exists") else None
-
-
 def probed_same(
     state: Mapping | None,
     path: str,
@@ -50,6 +44,5 @@ class FilterModule:
         return {
             "unit_up": unit_up,
             "probed_file": probed_file,
-            "probed_sha1": probed_sha1,
             "probed_same": probed_same,
         }
