@@ -21,6 +21,7 @@ CHECKS = (
     "clock",
     "munge.cross",
     "users.ids",
+    "users",
     "config.versions",
     "config.files",
     "slurm.daemon",
@@ -47,6 +48,8 @@ LOCAL_CAUSES = {
         "hw.match",
     ),
     "net.ports": ("slurm.daemon", "net.hostname"),
+    # A user's folder is on the shared filesystem: a node without it fails both.
+    "users": ("shared.fs",),
 }
 # Checks whose FAIL on any node explains a FAIL of the key check on every node
 # (slurm.conf holds every node's line: a node whose hardware changed changes it).
@@ -333,6 +336,57 @@ class _Doctor:
                     "users.ids",
                     "PASS",
                     ", ".join(f"{u} {':'.join(map(str, v or ['-']))}" for u, v in ids[h].items()),
+                )
+
+    def lab_users(self) -> None:
+        """Each lab user (and the proof account) with the inventory's uid and gid, writing
+        into its folder as itself, on every node."""
+        users = list(self.ctx.get("users") or [])
+        if not users:
+            for h in self.hosts:
+                self.add(h, "users", "SKIP", "no lab users in the inventory (cluster_users)")
+            return
+        found = {h: self.local[h].get("users") or {} for h in self.hosts}
+        for h in self.hosts:
+            bad, fixes = [], []
+            for user in users:
+                name = str(user["name"])
+                want = [int(user["uid"]), int(user.get("gid", user["uid"]))]
+                got = found[h].get(name) or {}
+                ids = got.get("ids")
+                same = [o for o in self.hosts if (found[o].get(name) or {}).get("ids") == want]
+                where = f" (as on {', '.join(same)})" if same else ""
+                if ids is None:
+                    bad.append(
+                        f"{name} does not resolve here, expected uid {want[0]} gid {want[1]}{where}"
+                    )
+                    fixes.append(f"run site.yml, or add {name} to the directory service")
+                    continue
+                if ids != want:
+                    bad.append(
+                        f"{name} is uid {ids[0]} gid {ids[1]} here, expected uid {want[0]} "
+                        f"gid {want[1]}{where}"
+                    )
+                    fixes.append(
+                        f"make {name} uid {want[0]} gid {want[1]} on {h} (usermod -u {want[0]} "
+                        f"-g {want[1]} {name}, then chown its files)"
+                    )
+                    continue
+                write = got.get("write")
+                if write is not None and not write.get("ok"):
+                    bad.append(
+                        f"{name} cannot write into {got.get('dir')} as itself: "
+                        f"{write.get('error') or 'failed'}"
+                    )
+                    fixes.append(f"check the owner and mode of {got.get('dir')} (site.yml sets it)")
+            if bad:
+                self.add(h, "users", "FAIL", "; ".join(bad), "; ".join(dict.fromkeys(fixes)))
+            else:
+                self.add(
+                    h,
+                    "users",
+                    "PASS",
+                    f"{len(users)} users with their uid and gid, each writes its folder",
                 )
 
     def versions(self) -> None:
@@ -764,6 +818,7 @@ def doctor_report(probes: dict, ctx: dict) -> dict:
         d.clock,
         d.munge_cross,
         d.users,
+        d.lab_users,
         d.versions,
         d.files,
         d.daemons,

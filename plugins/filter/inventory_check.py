@@ -13,23 +13,36 @@ from typing import Any
 
 # Slurm time: MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, INFINITE/UNLIMITED.
 _TIME_FORMS = (
-    re.compile(r"^(?P<m>\d+)$"),
-    re.compile(r"^(?P<m>\d+):(?P<s>\d{1,2})$"),
-    re.compile(r"^(?P<h>\d+):(?P<m>\d{1,2}):(?P<s>\d{1,2})$"),
-    re.compile(r"^(?P<d>\d+)-(?P<h>\d{1,2})$"),
-    re.compile(r"^(?P<d>\d+)-(?P<h>\d{1,2}):(?P<m>\d{1,2})$"),
-    re.compile(r"^(?P<d>\d+)-(?P<h>\d{1,2}):(?P<m>\d{1,2}):(?P<s>\d{1,2})$"),
+    re.compile(r"(?P<m>\d+)"),
+    re.compile(r"(?P<m>\d+):(?P<s>\d{1,2})"),
+    re.compile(r"(?P<h>\d+):(?P<m>\d{1,2}):(?P<s>\d{1,2})"),
+    re.compile(r"(?P<d>\d+)-(?P<h>\d{1,2})"),
+    re.compile(r"(?P<d>\d+)-(?P<h>\d{1,2}):(?P<m>\d{1,2})"),
+    re.compile(r"(?P<d>\d+)-(?P<h>\d{1,2}):(?P<m>\d{1,2}):(?P<s>\d{1,2})"),
 )
 TIME_FIX = "use MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS or INFINITE, e.g. 2-00:00:00"
 # ClusterName: lower case (Slurm maps upper case to lower), a MySQL table prefix.
-CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-PARTITION_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
-SLURM_NAME = re.compile(r"^[a-z0-9_][a-z0-9_.-]{0,63}$")
-USER_NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
-CONF_KEY = re.compile(r"^[A-Z][A-Za-z0-9]+$")
+# Every pattern is used with fullmatch: '$' would let a trailing newline through.
+CLUSTER_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+PARTITION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+SLURM_NAME = re.compile(r"[a-z0-9_][a-z0-9_.-]{0,63}")
+# A POSIX user or group name as useradd takes it by default (no dot, no upper case).
+USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+CONF_KEY = re.compile(r"[A-Z][A-Za-z0-9]+")
+# A host name (RFC 1123 label): no underscore, Slurm's NodeName and the resolver agree.
+HOST_NAME = re.compile(r"(?i)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+# Characters a path may hold here: it reaches shells, config files and exports.
+SAFE_PATH = re.compile(r"/[A-Za-z0-9._/+-]*")
+# The lowest uid/gid of a lab user (below: system accounts).
+MIN_USER_ID = 1000
+USER_KEYS = {"name", "uid", "group", "gid", "groups", "comment", "shell", "ssh_keys", "accounts"}
+SSH_KEY = re.compile(
+    r"(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)"
+    r"@openssh\.com) [A-Za-z0-9+/=]+( [^\n\r]*)?"
+)
 _TRES = re.compile(
-    r"^(cpu|mem|energy|node|billing|vmem|pages|fs/disk|fs/lustre|ic/ofed"
-    r"|(gres|license|bb)/[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)?)=\d+[KMGTP]?$"
+    r"(cpu|mem|energy|node|billing|vmem|pages|fs/disk|fs/lustre|ic/ofed"
+    r"|(gres|license|bb)/[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)?)=\d+[KMGTP]?"
 )
 TRES_FIX = "write TYPE=COUNT pairs separated by commas, e.g. gres/gpu=6000,cpu=100000"
 # Keys the slurm_common template writes itself: a second line would fight it.
@@ -64,6 +77,45 @@ MANAGED_KEYS = {
     "NodeName",
     "PartitionName",
 }
+# slurm.conf parameters (man slurm.conf, Slurm 22.05 to 24.11) that
+# slurm_common_extra_config may set; MANAGED_KEYS are the role's own.
+_SLURM_CONF_WORDS = """
+    AccountingStorageBackupHost AccountingStorageEnforce AccountingStorageExternalHost
+    AccountingStorageParameters AccountingStoragePass AccountingStorageUser
+    AccountingStoreFlags AcctGatherNodeFreq AcctGatherEnergyType AcctGatherInterconnectType
+    AcctGatherFilesystemType AcctGatherProfileType AllowSpecResourcesUsage AuthAltTypes
+    AuthAltParameters AuthInfo BatchStartTimeout BcastExclude BcastParameters BurstBufferType
+    CliFilterPlugins CommunicationParameters CompleteWait CoreSpecPlugin CpuFreqDef
+    CpuFreqGovernors CredType DebugFlags DefCpuPerGPU DefMemPerCPU DefMemPerGPU DefMemPerNode
+    DependencyParameters DisableRootJobs EioTimeout EnforcePartLimits Epilog EpilogMsgTime
+    EpilogSlurmctld ExtSensorsFreq ExtSensorsType FairShareDampeningFactor FederationParameters
+    FirstJobId GetEnvTimeout GpuFreqDef GroupUpdateForce GroupUpdateTime HashPlugin
+    HealthCheckInterval HealthCheckNodeState HealthCheckProgram InactiveLimit
+    InteractiveStepOptions JobAcctGatherParams JobCompHost JobCompLoc JobCompParams JobCompPass
+    JobCompPort JobCompType JobCompUser JobContainerType JobDefaults JobFileAppend JobRequeue
+    JobSubmitPlugins KillOnBadExit KillWait LaunchParameters Licenses LogTimeFormat
+    MailDomain MailProg MaxArraySize MaxBatchRequeue MaxDBDMsgs MaxJobCount MaxJobId
+    MaxMemPerCPU MaxMemPerNode MaxNodeCount MaxStepCount MaxTasksPerNode MCSParameters MCSPlugin
+    MessageTimeout MinJobAge MpiParams OverTimeLimit PluginDir PlugStackConfig PowerParameters
+    PowerPlugin PreemptExemptTime PreemptMode PreemptParameters PreemptType PrEpParameters
+    PrEpPlugins PriorityCalcPeriod PriorityDecayHalfLife PriorityFavorSmall PriorityFlags
+    PriorityMaxAge PriorityParameters PrioritySiteFactorParameters PrioritySiteFactorPlugin
+    PriorityType PriorityUsageResetPeriod PriorityWeightAge PriorityWeightAssoc
+    PriorityWeightFairshare PriorityWeightJobSize PriorityWeightPartition PriorityWeightQOS
+    PriorityWeightTRES PrivateData Prolog PrologEpilogTimeout PrologFlags PrologSlurmctld
+    PropagatePrioProcess PropagateResourceLimits PropagateResourceLimitsExcept RebootProgram
+    ReconfigFlags RequeueExit RequeueExitHold ResumeFailProgram ResumeProgram ResumeRate
+    ResumeTimeout ResvEpilog ResvOverRun ResvProlog RoutePlugin SchedulerParameters
+    SchedulerTimeSlice ScronParameters SelectTypeParameters SlurmctldAddr SlurmctldDebug
+    SlurmctldHost SlurmctldParameters SlurmctldPrimaryOffProg SlurmctldPrimaryOnProg
+    SlurmctldSyslogDebug SlurmctldTimeout SlurmdDebug SlurmdParameters SlurmdSyslogDebug
+    SlurmdTimeout SlurmdUser SlurmSchedLogFile SlurmSchedLogLevel SrunEpilog SrunPortRange
+    SrunProlog SuspendExcNodes SuspendExcParts SuspendExcStates SuspendProgram SuspendRate
+    SuspendTime SuspendTimeout SwitchParameters SwitchType TaskEpilog TaskPluginParam
+    TaskProlog TCPTimeout TmpFS TopologyParam TopologyPlugin TrackWCKey TreeWidth
+    UnkillableStepProgram UnkillableStepTimeout UsePAM VSizeFactor WaitTime X11Parameters
+    MaxStepCount CgroupPlugin"""
+SLURM_CONF_KEYS = set(_SLURM_CONF_WORDS.split())
 PARTITION_KEYS = {"name", "nodes", "default", "max_time"}
 NODE_FIELDS = {
     "CPUs",
@@ -110,11 +162,11 @@ def slurm_time_ok(value: object) -> bool:
         return False
     if isinstance(value, int):
         return value >= 0
-    text = str(value).strip()
+    text = str(value)
     if text.upper() in ("INFINITE", "UNLIMITED"):
         return True
     for form in _TIME_FORMS:
-        m = form.match(text)
+        m = form.fullmatch(text)
         if m:
             parts = {k: int(v) for k, v in m.groupdict().items() if v is not None}
             if "d" in parts and parts.get("h", 0) > 23:
@@ -127,7 +179,7 @@ def slurm_time_ok(value: object) -> bool:
 
 def tres_ok(value: object) -> bool:
     items = str(value).split(",")
-    return all(_TRES.match(item.strip()) for item in items) and bool(str(value).strip())
+    return all(_TRES.fullmatch(item.strip()) for item in items) and bool(str(value).strip())
 
 
 def _int(value: object) -> int | None:
@@ -150,6 +202,8 @@ def path_problem(value: object) -> str:
         return f"is {norm}, a system directory"
     if "/../" in norm + "/" or re.search(r"\s", text):
         return "has '..' or spaces"
+    if not SAFE_PATH.fullmatch(text):
+        return "has characters other than letters, digits and . _ - + /"
     return ""
 
 
@@ -190,7 +244,7 @@ def _suggest_name(value: object) -> str:
 
 
 def _cluster_name(c: _Check, host: str, value: Any) -> None:
-    if not CLUSTER_NAME.match(str(value)):
+    if not CLUSTER_NAME.fullmatch(str(value)):
         c.bad(
             host,
             "cluster_name",
@@ -230,7 +284,7 @@ def _partitions(c: _Check, host: str, value: Any) -> None:
                 f"has unknown keys {', '.join(unknown)}",
                 f"use only {', '.join(sorted(PARTITION_KEYS))}",
             )
-        if not PARTITION_NAME.match(str(part["name"])):
+        if not PARTITION_NAME.fullmatch(str(part["name"])):
             c.bad(
                 host,
                 f"{where}.name",
@@ -256,6 +310,15 @@ def _partitions(c: _Check, host: str, value: Any) -> None:
                     "list inventory names of slurm_compute hosts, or leave nodes out (all)",
                 )
             else:
+                twice = sorted({str(n) for n in nodes if nodes.count(n) > 1})
+                if twice:
+                    c.bad(
+                        host,
+                        f"{where}.nodes",
+                        nodes,
+                        f"names {', '.join(twice)} twice",
+                        "list each node once",
+                    )
                 missing = [n for n in nodes if n not in computes]
                 if missing:
                     c.bad(
@@ -281,13 +344,21 @@ def _extra_config(c: _Check, host: str, value: Any) -> None:
         c.bad(host, var, value, "is not a mapping", "e.g. {MaxJobCount: 50000}")
         return
     for key, val in value.items():
-        if not CONF_KEY.match(str(key)):
+        if not CONF_KEY.fullmatch(str(key)):
             c.bad(
                 host,
                 f"{var}.{key}",
                 val,
                 "is not a slurm.conf parameter name",
                 "use the parameter's CamelCase name from man slurm.conf",
+            )
+        elif key not in MANAGED_KEYS and key not in SLURM_CONF_KEYS:
+            c.bad(
+                host,
+                f"{var}.{key}",
+                val,
+                "is not a slurm.conf parameter (Slurm's parser would refuse it on the node)",
+                "check the spelling against man slurm.conf (e.g. MaxJobCount, SchedulerParameters)",
             )
         elif key in MANAGED_KEYS:
             c.bad(
@@ -310,7 +381,7 @@ def _extra_config(c: _Check, host: str, value: Any) -> None:
 def _qos(c: _Check, host: str, value: Any) -> None:
     var = "slurm_controller_qos"
     for i, qos in enumerate(value if isinstance(value, list) else [value]):
-        if not isinstance(qos, Mapping) or not SLURM_NAME.match(str(qos.get("name", ""))):
+        if not isinstance(qos, Mapping) or not SLURM_NAME.fullmatch(str(qos.get("name", ""))):
             c.bad(host, f"{var}[{i}]", qos, "needs a lower-case name", "e.g. {name: gpu-hours}")
             continue
         for key in ("grp_tres_mins", "grp_tres", "max_tres_per_user"):
@@ -328,7 +399,7 @@ def _accounts(c: _Check, host: str, value: Any) -> None:
         if isinstance(q, Mapping)
     }
     for i, acct in enumerate(value if isinstance(value, list) else [value]):
-        if not isinstance(acct, Mapping) or not SLURM_NAME.match(str(acct.get("name", ""))):
+        if not isinstance(acct, Mapping) or not SLURM_NAME.fullmatch(str(acct.get("name", ""))):
             c.bad(host, f"{var}[{i}]", acct, "needs a lower-case name", "e.g. {name: lab}")
             continue
         unknown = [q for q in acct.get("qos", []) if q not in qos_names]
@@ -340,14 +411,194 @@ def _accounts(c: _Check, host: str, value: Any) -> None:
                 f"names QoS {', '.join(map(str, unknown))}, not in slurm_controller_qos",
                 "define it in slurm_controller_qos or use normal",
             )
-        bad_users = [u for u in acct.get("users", []) if not USER_NAME.match(str(u))]
-        if bad_users:
+        if "users" in acct:
             c.bad(
                 host,
                 f"{var}[{i}].users",
-                acct.get("users"),
-                f"has {', '.join(map(str, bad_users))}, not a Unix user name",
-                "use login names",
+                acct["users"],
+                "names users here; a user is named once, in cluster_users",
+                f"list {acct.get('name')} in the accounts of each of those users in "
+                "cluster_users (group_vars/slurm_cluster/users.yml) and drop users: here",
+            )
+
+
+def _users(c: _Check, host: str, value: Any) -> None:
+    var = "cluster_users"
+    if not isinstance(value, list):
+        c.bad(host, var, value, "is not a list", "e.g. [{name: alice, uid: 2001, accounts: [lab]}]")
+        return
+    ctl = (c.groups.get("slurm_controller") or [host])[0]
+    accounts = {
+        str(a.get("name"))
+        for a in c.hv.get(ctl, {}).get("slurm_controller_accounts", []) or []
+        if isinstance(a, Mapping)
+    }
+    proof = c.hv[host].get("cluster_proof_user", "clusterproof")
+    proof_uid = _int(c.hv[host].get("cluster_proof_uid", 59000))
+    accounting = bool(c.groups.get("slurm_dbd"))
+    names: dict[str, int] = {}
+    uids: dict[int, str] = {}
+    gids: dict[str, int] = {}
+    gid_names: dict[int, str] = {}
+    for i, user in enumerate(value):
+        where = f"{var}[{i}]"
+        if not isinstance(user, Mapping) or "name" not in user or "uid" not in user:
+            c.bad(host, where, user, "needs a name and a uid", "e.g. {name: alice, uid: 2001}")
+            continue
+        name = str(user["name"])
+        unknown = sorted(set(map(str, user)) - USER_KEYS)
+        if unknown:
+            c.bad(
+                host,
+                where,
+                dict(user),
+                f"has unknown keys {', '.join(unknown)}",
+                f"use only {', '.join(sorted(USER_KEYS))}",
+            )
+        if not USER_NAME.fullmatch(name):
+            c.bad(
+                host,
+                f"{where}.name",
+                user["name"],
+                "is not a POSIX user name",
+                "lower-case letters, digits, _ and -, a letter or _ first, at most 32",
+            )
+        if name in names or name == proof:
+            c.bad(
+                host,
+                f"{where}.name",
+                name,
+                "is given twice" if name in names else f"is the proof account's name ({proof})",
+                f"name each user once; rename {name}",
+            )
+        names[name] = i
+        uid = _int(user["uid"])
+        if uid is None or uid < MIN_USER_ID or uid > 4294967294:
+            c.bad(
+                host,
+                f"{where}.uid",
+                user["uid"],
+                f"is not a whole number from {MIN_USER_ID} (below are system accounts)",
+                f"give {name} a uid from {MIN_USER_ID}, the one it has in your directory",
+            )
+        elif uid in uids or uid == proof_uid:
+            other = uids.get(uid, proof)
+            c.bad(
+                host,
+                f"{where}.uid",
+                uid,
+                f"of {name} is also the uid of {other}",
+                f"give {name} and {other} different uids",
+            )
+        if uid is not None:
+            uids.setdefault(uid, name)
+        group = str(user.get("group") or name)
+        gid = _int(user.get("gid", user["uid"]))
+        if not USER_NAME.fullmatch(group):
+            c.bad(
+                host,
+                f"{where}.group",
+                group,
+                "is not a POSIX group name",
+                "lower-case letters, digits, _ and -",
+            )
+        if gid is None or gid < MIN_USER_ID:
+            c.bad(
+                host,
+                f"{where}.gid",
+                user.get("gid"),
+                f"is not a whole number from {MIN_USER_ID}",
+                f"e.g. gid: {MIN_USER_ID + 1000}",
+            )
+        elif gids.get(group, gid) != gid or gid_names.get(gid, group) != group:
+            c.bad(
+                host,
+                f"{where}",
+                {"group": group, "gid": gid},
+                f"gives group {group} gid {gid}, but another user gives "
+                f"{group} gid {gids.get(group)} or gid {gid} to {gid_names.get(gid)}",
+                "give each group one gid",
+            )
+        if gid is not None:
+            gids.setdefault(group, gid)
+            gid_names.setdefault(gid, group)
+        extra = user.get("groups", []) or []
+        if not isinstance(extra, list) or not all(USER_NAME.fullmatch(str(g)) for g in extra):
+            c.bad(host, f"{where}.groups", extra, "is not a list of group names", "e.g. [video]")
+        for key in ("comment", "shell"):
+            text = str(user.get(key, ""))
+            if re.search(r"[:\n\r\x00]", text):
+                c.bad(
+                    host,
+                    f"{where}.{key}",
+                    text,
+                    "holds ':' or a line break",
+                    "one line without ':'",
+                )
+        if "shell" in user and not SAFE_PATH.fullmatch(str(user["shell"])):
+            c.bad(
+                host,
+                f"{where}.shell",
+                user["shell"],
+                "is not an absolute path",
+                "e.g. shell: /bin/bash",
+            )
+        keys = user.get("ssh_keys", []) or []
+        if not isinstance(keys, list) or not all(SSH_KEY.fullmatch(str(k).strip()) for k in keys):
+            c.bad(
+                host,
+                f"{where}.ssh_keys",
+                keys,
+                "is not a list of one-line SSH public keys",
+                "paste each key's line from ~/.ssh/id_ed25519.pub",
+            )
+        acc = user.get("accounts", []) or []
+        if not isinstance(acc, list):
+            c.bad(host, f"{where}.accounts", acc, "is not a list", "e.g. accounts: [lab]")
+            continue
+        missing = [a for a in acc if str(a) not in accounts]
+        if missing and accounting:
+            c.bad(
+                host,
+                f"{where}.accounts",
+                acc,
+                f"names {', '.join(map(str, missing))}, not in slurm_controller_accounts",
+                "define the account in slurm_controller_accounts or fix the name",
+            )
+
+
+def _proof_user(c: _Check, host: str, value: Any) -> None:
+    if not USER_NAME.fullmatch(str(value)):
+        c.bad(
+            host,
+            "cluster_proof_user",
+            value,
+            "is not a POSIX user name",
+            "e.g. cluster_proof_user: clusterproof",
+        )
+
+
+def _hosts(c: _Check) -> None:
+    """Host names and host-level values no single variable check sees."""
+    computes = set(c.groups.get("slurm_compute", []))
+    for host in c.groups.get("slurm_cluster", []):
+        if not HOST_NAME.fullmatch(str(host)):
+            c.bad(
+                host,
+                "inventory_hostname",
+                host,
+                "is not a host name (letters, digits and '-'; no '_' or '.')",
+                f"name the host {re.sub(r'[^A-Za-z0-9-]', '-', str(host))} in hosts.yml "
+                "(ansible_host keeps the address)",
+            )
+    for host in c.hosts:
+        if "slurm_compute_gpus" in c.hv[host] and host not in computes:
+            c.bad(
+                host,
+                "slurm_compute_gpus",
+                c.hv[host]["slurm_compute_gpus"],
+                "is set on a host in no compute group: it would be ignored",
+                "put the host in slurm_compute, or drop slurm_compute_gpus from it",
             )
 
 
@@ -474,6 +725,12 @@ CHECKS: dict[str, Callable[[_Check, str, Any], None]] = {
     "slurm_compute_ready_timeout": _int_range("slurm_compute_ready_timeout", 1, None, 90),
     "slurm_controller_qos": _qos,
     "slurm_controller_accounts": _accounts,
+    "cluster_users": _users,
+    "cluster_proof_user": _proof_user,
+    "cluster_proof_uid": _int_range("cluster_proof_uid", MIN_USER_ID, 4294967294, 59000),
+    "cluster_users_dir": _path("cluster_users_dir"),
+    "cluster_tools_dir": _path("cluster_tools_dir"),
+    "smoke_train_dir": _path("smoke_train_dir"),
     "cluster_slurmctld_port": _port("cluster_slurmctld_port"),
     "cluster_slurmd_port": _port("cluster_slurmd_port"),
     "cluster_slurmdbd_port": _port("cluster_slurmdbd_port"),
@@ -505,6 +762,7 @@ def inventory_problems(
     c = _Check(hostvars, groups, defaults or {})
     for var, check in CHECKS.items():
         c.each(var, lambda host, value, check=check: check(c, host, value))
+    _hosts(c)
     return c.messages()
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import glob
 import grp
 import hashlib
 import json
@@ -25,11 +24,14 @@ description:
   - C(phase=local) reads the node's own state: services, munge key (mode, owner and a
     fingerprint, never the key), a fresh munge credential, config file hashes, versions,
     C(slurmd -G) and the gres.conf devices, users, name resolution, TCP ports, the shared
-    filesystem (writes one token file, as O(job_user)) and torch in the venv. On the
+    filesystem (writes one token file, as O(job_user), in O(token_dir)), the lab's
+    users (uid and gid, and a file written in each one's folder as that user) and
+    torch in the venv. On the
     controller it also asks C(scontrol ping) and C(scontrol show node).
   - C(phase=cross) decodes credentials made on other nodes and reads their token files.
-  - Changes nothing but the token file under O(shared_path)/.cluster-doctor; runs the same
-    in check mode. The result holds a munge credential: register it with no_log.
+  - Changes nothing but the token file in O(token_dir), written by O(job_user), never
+    by root; root reads no file there. Runs the same in check mode. The result holds
+    a munge credential - register it with no_log.
 options:
   phase: {description: local or cross., type: str, choices: [local, cross], required: true}
   controller: {description: Whether this node runs slurmctld., type: bool, default: false}
@@ -37,7 +39,9 @@ options:
   munge_key: {description: Path of the munge key., type: path, default: /etc/munge/munge.key}
   conf_dir: {description: Slurm config folder., type: path, default: /etc/slurm}
   shared_path: {description: Shared mount point (empty - no check)., type: str, default: ""}
-  job_user: {description: User that writes the token file., type: str, default: root}
+  job_user: {description: User that writes and reads the token files., type: str, default: nobody}
+  token_dir: {description: The job user's folder of the token files., type: str, default: ""}
+  users: {description: "The lab's users, [{name, dir}]", type: list, elements: dict, default: []}
   run_id: {description: This doctor run (folder of the token files)., type: str, default: ""}
   name: {description: Name of this node's token file., type: str, default: ""}
   token: {description: Random value written to the token file., type: str, default: ""}
@@ -230,34 +234,114 @@ def hardware(conf_dir: str, node: str) -> dict:
     return {"slurmd_g": slurmd_g, "gres_missing": missing}
 
 
-def shared(path: str, job_user: str, run_id: str, token: str, host: str, is_ctl: bool) -> dict:
-    """Filesystem of `path` and a token file written as `job_user`."""
+# Run as the job user (never root): the doctor's token in the user's own
+# folder, the folders of earlier runs removed there (by that user: nobody
+# else can write into it), nothing followed through a link.
+WRITE_TOKEN = r"""
+import os, shutil, sys
+base, run_id, name, token, clean = sys.argv[1:6]
+os.makedirs(os.path.join(base, run_id), mode=0o755, exist_ok=True)
+if clean == "1":
+    for entry in os.scandir(base):
+        if entry.name != run_id and entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+path = os.path.join(base, run_id, name)
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+os.write(fd, token.encode())
+os.close(fd)
+"""
+# Run as the job user: {name: {ok, value} or {ok: false, error}} of token files.
+READ_TOKENS = r"""
+import json, os, sys
+out = {}
+for name, path in json.loads(sys.argv[1]).items():
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            out[name] = {"ok": True, "value": handle.read(4096).decode(errors="replace").strip()}
+    except OSError as exc:
+        out[name] = {"ok": False, "error": exc.strerror}
+print(json.dumps(out))
+"""
+# Run as a lab user, in its folder: a file made and removed there.
+WRITE_PROBE = r"""
+import os, sys
+path = os.path.join(sys.argv[1], ".doctor-write-%d" % os.getpid())
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+os.close(fd)
+os.unlink(path)
+"""
+
+
+def as_user(user: str | int, argv: list[str], timeout: float = 10) -> dict:
+    """rc, out, err of argv run as `user` (name or uid) with its own gid, no extra groups."""
+    try:
+        entry = pwd.getpwuid(user) if isinstance(user, int) else pwd.getpwnam(user)
+    except KeyError:
+        return {"rc": 1, "out": "", "err": f"user {user} does not exist here"}
+    try:
+        proc = subprocess.run(
+            argv,
+            user=entry.pw_uid,
+            group=entry.pw_gid,
+            extra_groups=[],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": entry.pw_dir},
+        )
+    except subprocess.TimeoutExpired:
+        return {"rc": 124, "out": "", "err": f"timed out after {timeout} s"}
+    except OSError as exc:
+        return {"rc": 1, "out": "", "err": str(exc)}
+    return {"rc": proc.returncode, "out": proc.stdout, "err": proc.stderr}
+
+
+def shared(path: str, job_user: str, token_dir: str, run_id: str, token: str, host: str,
+           is_ctl: bool) -> dict:  # fmt: skip
+    """Filesystem of `path` and a token file written as `job_user` in its own folder."""
     if not path:
         return {}
     res = run(["findmnt", "--noheadings", "--output=SOURCE,FSTYPE", "--target", path])
     # Stacked mounts list bottom first: the last line is what the path shows.
     mounts = res["out"].strip().splitlines()
     out = {"path": path, "mount": " ".join(mounts[-1].split()) if mounts else ""}
-    base = os.path.join(path, ".cluster-doctor")
-    folder = os.path.join(base, run_id)
-    target = os.path.join(folder, host)
-    if is_ctl and os.path.isdir(base):
-        # Earlier runs' folders: one small folder stays behind per run.
-        for old in glob.glob(os.path.join(base, "*")):
-            if os.path.basename(old) != run_id:
-                shutil.rmtree(old, ignore_errors=True)
-    script = f"umask 000; mkdir -p '{folder}' && umask 022 && printf %s '{token}' > '{target}'"
-    argv = ["sh", "-c", script]
-    if job_user and job_user != "root" and os.geteuid() == 0:
-        argv = ["runuser", "-u", job_user, "--", *argv]
-    res = run(argv)
+    target = os.path.join(token_dir, run_id, host)
+    argv = ["python3", "-c", WRITE_TOKEN, token_dir, run_id, host, token, "1" if is_ctl else "0"]
+    res = as_user(job_user, argv)
+    lines = res["err"].strip().splitlines()
     out["write"] = {
         "ok": res["rc"] == 0,
-        "error": res["err"].strip(),
+        "error": lines[-1] if lines else "",
         "file": target,
         "token": token,
     }
     return out
+
+
+def lab_users(users: list[dict]) -> dict:
+    """Per user: its uid and gid here, its folder, and a file written there as itself."""
+
+    def one(user: dict) -> dict:
+        name = str(user["name"])
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            return {"ids": None, "error": "does not exist here"}
+        out: dict = {"ids": [entry.pw_uid, entry.pw_gid]}
+        folder = str(user.get("dir") or "")
+        if folder:
+            res = as_user(entry.pw_uid, ["python3", "-c", WRITE_PROBE, folder])
+            lines = res["err"].strip().splitlines()
+            out["write"] = {"ok": res["rc"] == 0, "error": lines[-1] if lines else ""}
+            out["dir"] = folder
+        return out
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(one, users))
+    return {str(u["name"]): r for u, r in zip(users, results, strict=True)}
 
 
 def torch_info(python: str) -> dict | None:
@@ -297,10 +381,12 @@ def local(p: dict) -> dict:
                 }
             ),
             "torch": pool.submit(torch_info, p["venv_python"]),
+            "users": pool.submit(lab_users, p["users"]),
             "shared": pool.submit(
                 shared,
                 p["shared_path"],
                 p["job_user"],
+                p["token_dir"],
                 p["run_id"],
                 p["token"],
                 p["name"] or host,
@@ -360,13 +446,17 @@ def decode(cred: str) -> dict:
 
 
 def cross(p: dict) -> dict:
-    tokens = {}
-    for name, path in p["read_tokens"].items():
+    """Credentials decoded here, and the other nodes' token files read as the job user."""
+    tokens: dict = {}
+    if p["read_tokens"]:
+        res = as_user(p["job_user"], ["python3", "-c", READ_TOKENS, json.dumps(p["read_tokens"])])
         try:
-            with open(path) as handle:
-                tokens[name] = {"ok": True, "value": handle.read().strip()}
-        except OSError as exc:
-            tokens[name] = {"ok": False, "error": exc.strerror}
+            tokens = json.loads(res["out"]) if res["rc"] == 0 else {}
+        except ValueError:
+            tokens = {}
+        error = (res["err"].strip().splitlines() or ["no answer"])[-1]
+        for name in p["read_tokens"]:
+            tokens.setdefault(name, {"ok": False, "error": error})
     with ThreadPoolExecutor(max_workers=8) as pool:
         decoded = dict(zip(p["decode"], pool.map(decode, p["decode"].values()), strict=True))
     return {"decoded": decoded, "tokens": tokens}
@@ -381,7 +471,9 @@ def main() -> None:
             "munge_key": {"type": "path", "default": "/etc/munge/munge.key"},
             "conf_dir": {"type": "path", "default": "/etc/slurm"},
             "shared_path": {"type": "str", "default": ""},
-            "job_user": {"type": "str", "default": "root"},
+            "job_user": {"type": "str", "default": "nobody"},
+            "token_dir": {"type": "str", "default": ""},
+            "users": {"type": "list", "elements": "dict", "default": []},
             "run_id": {"type": "str", "default": ""},
             "name": {"type": "str", "default": ""},
             "token": {"type": "str", "default": "", "no_log": False},

@@ -12,6 +12,16 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.identities import (
+    plan_identities,
+    read_identities,
+)
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.safe_fs import (
+    UnsafePath,
+    ensure_dir,
+    open_trusted,
+    read_trusted_files,
+)
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.slurm_node import read_node
 
 DOCUMENTATION = r"""
@@ -53,6 +63,33 @@ options:
       template rendered with the same placeholder; no secret leaves the node.
     type: list
     elements: dict
+    default: []
+  users:
+    description: >-
+      The lab's users and the proof account ([{name, uid, group, gid, groups}]):
+      the lab_users module's plan against this node's passwd and group
+      databases (conflicts, groups and users to create, groups to add).
+    type: list
+    elements: dict
+    default: []
+  shared_root:
+    description: The shared mount point, anchor of shared_dirs and shared_reads.
+    type: path
+    default: /shared
+  shared_dirs:
+    description: >-
+      Folders below shared_root as [{path, uid, gid, mode}]: "ok" where the
+      folder is there as wanted below folders of root's, else what differs.
+      Nothing is followed through a link.
+    type: list
+    elements: dict
+    default: []
+  shared_reads:
+    description: >-
+      Folders of root's below shared_root whose root-owned files to return
+      (as the shared_tree module reads them; nothing else is read).
+    type: list
+    elements: path
     default: []
   slurm_node:
     description: >-
@@ -218,6 +255,34 @@ def slurm_node() -> tuple[dict | None, str]:
         return None, str(exc)
 
 
+def dir_state(root: str, spec: dict) -> str:
+    """ "ok" when the folder is there as wanted below folders of root's; else why not."""
+    path = os.path.normpath(os.path.join(root, str(spec["path"])))
+    try:
+        fd = open_trusted(root, os.path.dirname(path))
+    except FileNotFoundError:
+        return "missing"
+    except (UnsafePath, OSError) as exc:
+        return f"unsafe: {exc}"
+    try:
+        changed, child = ensure_dir(
+            fd,
+            os.path.basename(path),
+            path,
+            int(spec["uid"]),
+            int(spec["gid"]),
+            int(str(spec["mode"]), 8),
+            check_mode=True,
+        )
+    except (UnsafePath, OSError) as exc:
+        return f"unsafe: {exc}"
+    finally:
+        os.close(fd)
+    if child is not None:
+        os.close(child)
+    return "differs" if changed else "ok"
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -228,6 +293,10 @@ def main() -> None:
             "commands": {"type": "dict", "default": {}},
             "masked": {"type": "list", "elements": "dict", "default": []},
             "slurm_node": {"type": "bool", "default": False},
+            "users": {"type": "list", "elements": "dict", "default": []},
+            "shared_root": {"type": "path", "default": "/shared"},
+            "shared_dirs": {"type": "list", "elements": "dict", "default": []},
+            "shared_reads": {"type": "list", "elements": "path", "default": []},
         },
         supports_check_mode=True,
     )
@@ -250,6 +319,14 @@ def main() -> None:
             "commands": {name: job.result() for name, job in cmds.items()},
         }
         state["slurm_node"], state["slurm_node_error"] = node.result() if node else (None, "")
+    if p["users"]:
+        state["users"] = plan_identities(p["users"], read_identities(p["users"]), "")
+    state["shared_dirs"] = {
+        str(spec["path"]): dir_state(p["shared_root"], spec) for spec in p["shared_dirs"]
+    }
+    state["shared_reads"] = {
+        path: read_trusted_files(p["shared_root"], path) for path in p["shared_reads"]
+    }
     # As slurm_node_info sets it (cached with the other facts).
     facts = {"slurm_node": state["slurm_node"]} if state["slurm_node"] else {}
     module.exit_json(changed=False, state=state, ansible_facts=facts)

@@ -251,7 +251,12 @@ def build_parser() -> argparse.ArgumentParser:
     report_cmd = commands.add_parser("report", help="judge the rank files of a finished job")
     report_cmd.add_argument("result_dir", type=Path)
     report_cmd.add_argument("--expected-world-size", type=_positive_int, default=None)
-    report_cmd.add_argument("--format", choices=("json", "text"), default="json")
+    report_cmd.add_argument(
+        "--format",
+        choices=("json", "text", "text+json"),
+        default="json",
+        help="text+json: the text, then one line with the JSON (one call gives both)",
+    )
     report_cmd.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     _add_torchrun(commands)
     plot_cmd = commands.add_parser("plot", help="PNG of one or more reports (needs matplotlib)")
@@ -277,9 +282,9 @@ def _report(args: argparse.Namespace) -> int:
     body = verdict.to_dict()
     if args.out is not None:
         write_json_atomic(args.out, body)
-    if args.format == "text":
+    if args.format in ("text", "text+json"):
         print(render(body))
-    else:
+    if args.format in ("json", "text+json"):
         print(json.dumps(body, sort_keys=True))
     if verdict.passed:
         return 0

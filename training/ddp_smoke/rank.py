@@ -435,6 +435,8 @@ class RankRecord:
             "world_size": ctx.world_size,
             "job_id": ctx.job_id,
             "host": ctx.host,
+            # The user the rank ran as (the proof account, never root).
+            "uid": os.getuid(),
             "master": ctx.master,
             "mode": ctx.mode,
             "label": self.label or ctx.mode,
