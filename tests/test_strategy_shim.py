@@ -84,3 +84,20 @@ def test_shim_is_mitogen_over_linear():
     mro = [c.__module__ for c in ml.StrategyModule.__mro__]
     assert "ansible_mitogen.strategy" in mro
     assert ml.StrategyModule.__mro__[2] is ml._Linear
+
+
+def test_without_mitogen_the_plugin_loads_and_refuses_to_run(monkeypatch):
+    """ansible-test's import test loads the plugin without mitogen installed."""
+    import importlib.util
+
+    from ansible.errors import AnsibleError
+
+    monkeypatch.setitem(sys.modules, "ansible_mitogen", None)  # import fails
+    spec = importlib.util.spec_from_file_location(
+        "mitogen_linear_without", ROOT / "plugins" / "strategy" / "mitogen_linear.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert isinstance(module.MITOGEN_IMPORT_ERROR, ImportError)
+    with pytest.raises(AnsibleError, match="needs the Python package mitogen"):
+        module.StrategyModule(None)

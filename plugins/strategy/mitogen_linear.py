@@ -14,10 +14,41 @@ local connection unfinished for ever (molecule's docker create/destroy
 playbooks wait on such jobs).
 """
 
-import ansible_mitogen.loaders
-import ansible_mitogen.strategy
+from __future__ import annotations
 
-_Linear = ansible_mitogen.loaders.strategy_loader.get("linear", class_only=True)
+DOCUMENTATION = r"""
+name: mitogen_linear
+short_description: Mitogen's linear strategy, local-only plays under Ansible's own
+description:
+  - Ansible's C(linear) strategy with Mitogen's connection handling, taken from
+    the installed C(mitogen) Python package. One Python interpreter per host
+    for the whole run instead of one per task, which makes a no-change rerun
+    about twice as fast.
+  - Plays that only touch the control machine (C(connection=local), hosts
+    whose C(ansible_connection) is C(local), or the implicit localhost) run
+    under Ansible's own C(linear) strategy, because Mitogen's async runner
+    never finishes C(poll=0) jobs on the local connection.
+  - An opt-in. Select it with E(ANSIBLE_STRATEGY=mitogen_linear) where the
+    collection's C(plugins/strategy) folder is in C(strategy_plugins), or as
+    C(gpulab.slurm_cluster.mitogen_linear). Without the C(mitogen) package
+    the plugin loads but refuses to run, naming the package.
+author:
+  - slurm-cluster-in-a-box contributors
+requirements:
+  - mitogen (Python package on the control machine; requirements.txt pins it)
+notes:
+  - ansible-core warns that strategy plugins outside ansible.builtin are deprecated.
+"""
+
+from ansible.errors import AnsibleError
+
+try:
+    import ansible_mitogen.loaders
+    import ansible_mitogen.strategy
+except ImportError as error:  # Mitogen is optional: the default strategy is linear.
+    MITOGEN_IMPORT_ERROR: ImportError | None = error
+else:
+    MITOGEN_IMPORT_ERROR = None
 
 _LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
@@ -47,16 +78,32 @@ def connection_var(variable_manager, play, host):
     )
 
 
-class StrategyModule(ansible_mitogen.strategy.StrategyMixin, _Linear):
-    """Ansible's linear strategy with Mitogen's connection handling."""
+if MITOGEN_IMPORT_ERROR is None:
+    _Linear = ansible_mitogen.loaders.strategy_loader.get("linear", class_only=True)
 
-    def run(self, iterator, play_context, result=0):
-        play = iterator._play
-        hosts = self._inventory.get_hosts(play.hosts)
+    class StrategyModule(ansible_mitogen.strategy.StrategyMixin, _Linear):
+        """Ansible's linear strategy with Mitogen's connection handling."""
 
-        def connection_of(host):
-            return connection_var(self._variable_manager, play, host)
+        def run(self, iterator, play_context, result=0):
+            play = iterator._play
+            hosts = self._inventory.get_hosts(play.hosts)
 
-        if local_only(play.connection, hosts, connection_of):
-            return _Linear.run(self, iterator, play_context)
-        return super().run(iterator, play_context, result)
+            def connection_of(host):
+                return connection_var(self._variable_manager, play, host)
+
+            if local_only(play.connection, hosts, connection_of):
+                return _Linear.run(self, iterator, play_context)
+            return super().run(iterator, play_context, result)
+
+else:
+    from ansible.plugins.strategy.linear import StrategyModule as _Linear
+
+    class StrategyModule(_Linear):
+        """Stands in where the mitogen package is missing: it refuses to run."""
+
+        def __init__(self, *args, **kwargs):
+            raise AnsibleError(
+                "Strategy mitogen_linear needs the Python package mitogen on the control "
+                f"machine ({MITOGEN_IMPORT_ERROR}). Fix: pip install mitogen (requirements.txt "
+                "pins it), or run without it: ANSIBLE_STRATEGY=linear."
+            ) from MITOGEN_IMPORT_ERROR
