@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins/modules"))
-import sacctmgr_sync as m
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collections"))
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import sacctmgr as m
 
 WANT_QOS = [{"name": "gpu-hours", "grp_tres_mins": "gres/gpu=6000", "max_wall": "1-00:00:00"}]
 WANT_ACCOUNTS = [

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins/modules"))
-import slurm_node_info as m
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collections"))
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import slurm_node as m
 
 SLURMD_C_CONTAINER = """\
 NodeName=probe CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=24105

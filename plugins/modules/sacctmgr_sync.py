@@ -3,16 +3,6 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.sacctmgr import (  # noqa: F401 - the tests use parse_rows from here
-    parse_rows,
-    plan,
-    rows_of,
-    show_argv,
-)
-
 DOCUMENTATION = r"""
 module: sacctmgr_sync
 short_description: Idempotent QoS, accounts and user associations through sacctmgr
@@ -35,14 +25,55 @@ options:
     type: list
     elements: dict
     default: []
+author:
+  - slurm-cluster-in-a-box contributors
+"""
+
+EXAMPLES = r"""
+- name: QoS, accounts and their users in Slurm's accounting
+  gpulab.slurm_cluster.sacctmgr_sync:
+    cluster: lab
+    qos:
+      - name: gpu-hours
+        grp_tres_mins: gres/gpu=60000
+        max_wall: 1-00:00:00
+    accounts:
+      - name: vision
+        description: Vision group
+        organization: lab
+        qos: [normal, gpu-hours]
+        users: [alice, bob]
+  register: accounting
+
+- name: Show what it would run, without running it
+  gpulab.slurm_cluster.sacctmgr_sync:
+    cluster: lab
+    accounts: [{name: vision, users: [carol]}]
+  check_mode: true
 """
 
 RETURN = r"""
 commands:
-  description: The sacctmgr commands run (or, in check mode, that would run).
+  description: The sacctmgr commands run (or, in check mode, that would run), in order.
   returned: always
   type: list
+  elements: str
+  sample:
+    - sacctmgr --immediate add qos gpu-hours GrpTRESMins=gres/gpu=60000 MaxWall=1-00:00:00
+    - >-
+      sacctmgr --immediate add account vision Cluster=lab Description=Vision group
+      Organization=lab QOS=gpu-hours,normal
+    - sacctmgr --immediate add user alice Account=vision Cluster=lab
 """
+
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.sacctmgr import (
+    plan,
+    rows_of,
+    show_argv,
+)
 
 
 def main() -> None:

@@ -3,16 +3,6 @@
 
 from __future__ import annotations
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.slurm_node import (  # noqa: F401 - the tests use the parsers from here
-    PLUGIN_GLOBS,
-    gpu_type,
-    gpus_from_devices,
-    parse_nvidia_smi,
-    parse_slurmd_c,
-    read_node,
-)
-
 DOCUMENTATION = r"""
 module: slurm_node_info
 short_description: Report the node's hardware as slurmd and nvidia-smi see it
@@ -44,16 +34,54 @@ options:
       - /usr/lib/*/slurm-wlm/gpu_nvml.so
       - /usr/lib/slurm/gpu_nvml.so
       - /usr/lib64/slurm/gpu_nvml.so
+author:
+  - slurm-cluster-in-a-box contributors
+"""
+
+EXAMPLES = r"""
+- name: Read the node's hardware as slurmd and nvidia-smi see it
+  gpulab.slurm_cluster.slurm_node_info:
+
+- name: Name the GPUs Slurm will be told about
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts['slurm_node']['gpus'] | map(attribute='name') | list }}"
+
+- name: Look for the NVML plugin in a site-specific place too
+  gpulab.slurm_cluster.slurm_node_info:
+    plugin_globs:
+      - /opt/slurm/lib/slurm/gpu_nvml.so
 """
 
 RETURN = r"""
 ansible_facts:
-  description: C(slurm_node) with cpus, boards, sockets_per_board, cores_per_socket,
-    threads_per_core, real_memory, gpus (index, name, uuid, memory_mib, file, type),
-    gpu_source (nvidia-smi, dev or none) and nvml_plugin.
+  description: The node's hardware as fact C(slurm_node).
   returned: always
   type: dict
+  contains:
+    slurm_node:
+      description: >-
+        cpus, boards, sockets_per_board, cores_per_socket, threads_per_core,
+        real_memory (MiB), gpus (index, name, uuid, memory_mib, file, type),
+        gpu_source (nvidia-smi, dev or none) and nvml_plugin.
+      returned: always
+      type: dict
+      sample:
+        cpus: 2
+        boards: 1
+        sockets_per_board: 1
+        cores_per_socket: 2
+        threads_per_core: 1
+        real_memory: 24105
+        gpus: []
+        gpu_source: none
+        nvml_plugin: false
 """
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.slurm_node import (
+    PLUGIN_GLOBS,
+    read_node,
+)
 
 
 def main() -> None:

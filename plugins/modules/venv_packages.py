@@ -8,14 +8,6 @@ start-up (about 2 s per node).
 
 from __future__ import annotations
 
-import re
-import subprocess
-import sys
-from importlib import metadata
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.pep440 import version_matches
-
 DOCUMENTATION = r"""
 module: venv_packages
 short_description: Say whether a Python environment already holds some requirements
@@ -44,6 +36,24 @@ options:
       files/verify_torch.py) costs no second round trip. Its rc, stdout and
       stderr come back as C(verify).
     type: dict
+author:
+  - slurm-cluster-in-a-box contributors
+"""
+
+EXAMPLES = r"""
+- name: Is pinned torch of the cpu variant already in the venv?
+  gpulab.slurm_cluster.venv_packages:
+    requirements: [torch==2.13.0, numpy]
+    variant: cpu
+  vars:
+    ansible_python_interpreter: /opt/pytorch/venv/bin/python
+  register: venv_check
+
+- name: Install only when something is missing
+  ansible.builtin.pip:
+    name: [torch==2.13.0, numpy]
+    virtualenv: /opt/pytorch/venv
+  when: not venv_check.satisfied
 """
 
 RETURN = r"""
@@ -61,6 +71,14 @@ verify:
   returned: when O(verify) is given
   type: dict
 """
+
+import re
+import subprocess
+import sys
+from importlib import metadata
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.pep440 import version_matches
 
 _REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:==\s*([A-Za-z0-9.+!_-]+))?\s*$")
 
