@@ -3,6 +3,152 @@
 
 from __future__ import annotations
 
+DOCUMENTATION = r"""
+module: cluster_probe
+short_description: Read-only health probe of one Slurm node for the cluster doctor
+description:
+  - >-
+    O(phase=local) reads the node's own state - services, the munge key (mode,
+    owner and a fingerprint, never the key), a fresh munge credential, config
+    file hashes, versions, C(slurmd -G) and the gres.conf devices, users, name
+    resolution, TCP ports, the shared filesystem (writes one token file, as
+    O(job_user), in O(token_dir)), the lab's users (uid and gid, and a file
+    written in each one's folder as that user) and torch in the venv. On the
+    controller it also asks C(scontrol ping) and C(scontrol show node).
+  - O(phase=cross) decodes credentials made on other nodes and reads their token files.
+  - >-
+    Changes nothing but the token file in O(token_dir), written by O(job_user),
+    never by root; root reads no file there. Runs the same in check mode. The
+    result holds a munge credential - register it with C(no_log).
+options:
+  phase:
+    description: Which of the two round trips.
+    type: str
+    choices: [local, cross]
+    required: true
+  controller:
+    description: Whether this node runs slurmctld.
+    type: bool
+    default: false
+  compute:
+    description: Whether this node runs slurmd.
+    type: bool
+    default: false
+  munge_key:
+    description: Path of the munge key.
+    type: path
+    default: /etc/munge/munge.key
+  conf_dir:
+    description: Slurm config folder.
+    type: path
+    default: /etc/slurm
+  shared_path:
+    description: Shared mount point; empty for no check.
+    type: str
+    default: ""
+  job_user:
+    description: User that writes and reads the token files.
+    type: str
+    default: nobody
+  token_dir:
+    description: The job user's folder of the token files.
+    type: str
+    default: ""
+  users:
+    description: The lab's users, each C({name, dir}).
+    type: list
+    elements: dict
+    default: []
+  run_id:
+    description: This doctor run (folder of the token files).
+    type: str
+    default: ""
+  name:
+    description: Name of this node's token file; default the host name.
+    type: str
+    default: ""
+  token:
+    description: Random value written to the token file (not a secret).
+    type: str
+    default: ""
+  venv_python:
+    description: Python of the torch venv; empty for none.
+    type: str
+    default: ""
+  decode:
+    description: "O(phase=cross) - C({name: credential}) to decode here."
+    type: dict
+    default: {}
+  read_tokens:
+    description: "O(phase=cross) - C({name: path}) of the token files to read (paths, not secrets)."
+    type: dict
+    default: {}
+  ports:
+    description: "O(phase=local) - C({name: [host, port]}) to connect to."
+    type: dict
+    default: {}
+  connect_timeout:
+    description: Seconds for each TCP connect.
+    type: float
+    default: 2
+author:
+  - slurm-cluster-in-a-box contributors
+"""
+
+EXAMPLES = r"""
+- name: Read each node's own state (first round trip)
+  gpulab.slurm_cluster.cluster_probe:
+    phase: local
+    controller: "{{ item == 'ctl' }}"
+    compute: "{{ item != 'ctl' }}"
+    shared_path: /shared
+    job_user: alice
+    token_dir: /shared/.cluster-doctor
+    run_id: "20261202T1200"
+    name: "{{ item }}"
+    token: "20261202T1200-{{ item }}"
+    ports:
+      slurmctld: [ctl, 6817]
+  delegate_to: "{{ item }}"
+  loop: [ctl, node1, node2]
+  register: local_probe
+  no_log: true  # the result holds a munge credential
+
+- name: Decode the controller's credential on node1 and read its token (second round trip)
+  gpulab.slurm_cluster.cluster_probe:
+    phase: cross
+    job_user: alice
+    decode:
+      ctl: "{{ local_probe.results[0].probe.credential }}"
+    read_tokens:
+      ctl: /shared/.cluster-doctor/20261202T1200/ctl
+  delegate_to: node1
+  no_log: true
+"""
+
+RETURN = r"""
+probe:
+  description: >-
+    O(phase=local) - host, time, services, key, files, conf_dir, versions,
+    ports, torch, users, shared, ids, self_addrs, credential and
+    credential_error; hardware on compute nodes; ping and nodes on the
+    controller. O(phase=cross) - decoded (name to unmunge's status, code,
+    encode_time, decode_time, encode_host) and tokens (name to ok, error).
+    The judging is the doctor_report filter's.
+  returned: always
+  type: dict
+  sample:
+    decoded:
+      ctl:
+        status: Success
+        code: 0
+        encode_time: 1796212800
+        decode_time: 1796212801
+        encode_host: ctl
+    tokens:
+      ctl: {ok: true}
+"""
+
 import grp
 import hashlib
 import json
@@ -16,41 +162,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
-
-DOCUMENTATION = r"""
-module: cluster_probe
-short_description: Read-only health probe of one Slurm node for the cluster doctor
-description:
-  - C(phase=local) reads the node's own state: services, munge key (mode, owner and a
-    fingerprint, never the key), a fresh munge credential, config file hashes, versions,
-    C(slurmd -G) and the gres.conf devices, users, name resolution, TCP ports, the shared
-    filesystem (writes one token file, as O(job_user), in O(token_dir)), the lab's
-    users (uid and gid, and a file written in each one's folder as that user) and
-    torch in the venv. On the
-    controller it also asks C(scontrol ping) and C(scontrol show node).
-  - C(phase=cross) decodes credentials made on other nodes and reads their token files.
-  - Changes nothing but the token file in O(token_dir), written by O(job_user), never
-    by root; root reads no file there. Runs the same in check mode. The result holds
-    a munge credential - register it with no_log.
-options:
-  phase: {description: local or cross., type: str, choices: [local, cross], required: true}
-  controller: {description: Whether this node runs slurmctld., type: bool, default: false}
-  compute: {description: Whether this node runs slurmd., type: bool, default: false}
-  munge_key: {description: Path of the munge key., type: path, default: /etc/munge/munge.key}
-  conf_dir: {description: Slurm config folder., type: path, default: /etc/slurm}
-  shared_path: {description: Shared mount point (empty - no check)., type: str, default: ""}
-  job_user: {description: User that writes and reads the token files., type: str, default: nobody}
-  token_dir: {description: The job user's folder of the token files., type: str, default: ""}
-  users: {description: "The lab's users, [{name, dir}]", type: list, elements: dict, default: []}
-  run_id: {description: This doctor run (folder of the token files)., type: str, default: ""}
-  name: {description: Name of this node's token file., type: str, default: ""}
-  token: {description: Random value written to the token file., type: str, default: ""}
-  venv_python: {description: Python of the torch venv (empty - none)., type: str, default: ""}
-  decode: {description: "cross - {name: credential} to decode here.", type: dict, default: {}}
-  read_tokens: {description: "cross - {name: path} of token files.", type: dict, default: {}}
-  ports: {description: "local - {name: [host, port]} to connect to.", type: dict, default: {}}
-  connect_timeout: {description: Seconds for each TCP connect., type: float, default: 2}
-"""
 
 SERVICES = ("munge", "slurmd", "slurmctld", "slurmdbd")
 CONF_FILES = ("slurm.conf", "gres.conf", "cgroup.conf")
@@ -234,43 +345,24 @@ def hardware(conf_dir: str, node: str) -> dict:
     return {"slurmd_g": slurmd_g, "gres_missing": missing}
 
 
-# Run as the job user (never root): the doctor's token in the user's own
-# folder, the folders of earlier runs removed there (by that user: nobody
-# else can write into it), nothing followed through a link.
-WRITE_TOKEN = r"""
-import os, shutil, sys
-base, run_id, name, token, clean = sys.argv[1:6]
-os.makedirs(os.path.join(base, run_id), mode=0o755, exist_ok=True)
-if clean == "1":
-    for entry in os.scandir(base):
-        if entry.name != run_id and entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
-path = os.path.join(base, run_id, name)
-fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-os.write(fd, token.encode())
-os.close(fd)
-"""
-# Run as the job user: {name: {ok, value} or {ok: false, error}} of token files.
-READ_TOKENS = r"""
-import json, os, sys
-out = {}
-for name, path in json.loads(sys.argv[1]).items():
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as handle:
-            out[name] = {"ok": True, "value": handle.read(4096).decode(errors="replace").strip()}
-    except OSError as exc:
-        out[name] = {"ok": False, "error": exc.strerror}
-print(json.dumps(out))
-"""
+# Run as the job user (never root), in the user's own folder: the doctor's
+# token, and on the controller the folders of earlier runs removed there (by
+# that user: nobody else can write into its folder). sh, not python: a
+# process per node and user on every doctor run.
+WRITE_TOKEN = (
+    'set -e; mkdir -p -- "$1/$2"; '
+    'if [ "$5" = 1 ]; then find "$1" -mindepth 1 -maxdepth 1 -type d ! -name "$2" '
+    "-exec rm -rf -- {} +; fi; "
+    'printf %s "$4" > "$1/$2/$3"'
+)
+# Run as the job user: one line per token file, "ok NAME VALUE" or "err NAME WHY".
+READ_TOKENS = (
+    'while [ $# -gt 0 ]; do if v=$(head -c 4096 -- "$2" 2>&1); '
+    'then printf "ok %s %s\\n" "$1" "$v"; else printf "err %s %s\\n" "$1" "${v##*: }"; fi; '
+    "shift 2; done"
+)
 # Run as a lab user, in its folder: a file made and removed there.
-WRITE_PROBE = r"""
-import os, sys
-path = os.path.join(sys.argv[1], ".doctor-write-%d" % os.getpid())
-fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-os.close(fd)
-os.unlink(path)
-"""
+WRITE_PROBE = 'f="$1/.doctor-write-$$"; : > "$f" && rm -f -- "$f"'
 
 
 def as_user(user: str | int, argv: list[str], timeout: float = 10) -> dict:
@@ -309,7 +401,7 @@ def shared(path: str, job_user: str, token_dir: str, run_id: str, token: str, ho
     mounts = res["out"].strip().splitlines()
     out = {"path": path, "mount": " ".join(mounts[-1].split()) if mounts else ""}
     target = os.path.join(token_dir, run_id, host)
-    argv = ["python3", "-c", WRITE_TOKEN, token_dir, run_id, host, token, "1" if is_ctl else "0"]
+    argv = ["sh", "-c", WRITE_TOKEN, "sh", token_dir, run_id, host, token, "1" if is_ctl else "0"]
     res = as_user(job_user, argv)
     lines = res["err"].strip().splitlines()
     out["write"] = {
@@ -333,7 +425,7 @@ def lab_users(users: list[dict]) -> dict:
         out: dict = {"ids": [entry.pw_uid, entry.pw_gid]}
         folder = str(user.get("dir") or "")
         if folder:
-            res = as_user(entry.pw_uid, ["python3", "-c", WRITE_PROBE, folder])
+            res = as_user(entry.pw_uid, ["sh", "-c", WRITE_PROBE, "sh", folder])
             lines = res["err"].strip().splitlines()
             out["write"] = {"ok": res["rc"] == 0, "error": lines[-1] if lines else ""}
             out["dir"] = folder
@@ -479,7 +571,7 @@ def main() -> None:
             "token": {"type": "str", "default": "", "no_log": False},
             "venv_python": {"type": "str", "default": ""},
             "decode": {"type": "dict", "default": {}},
-            "read_tokens": {"type": "dict", "default": {}},
+            "read_tokens": {"type": "dict", "default": {}, "no_log": False},
             "ports": {"type": "dict", "default": {}},
             "connect_timeout": {"type": "float", "default": 2.0},
         },

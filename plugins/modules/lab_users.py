@@ -3,23 +3,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import subprocess
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.identities import (
-    plan_identities,
-    read_identities,
-)
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.safe_fs import (
-    UnsafePath,
-    ensure_dir,
-    open_trusted,
-    parts_below,
-)
-
 DOCUMENTATION = r"""
 module: lab_users
 short_description: Create the lab's users and groups with fixed uids and gids, or only check them
@@ -30,7 +13,8 @@ description:
   - Then creates the missing groups and users (useradd -M, the home on the
     shared filesystem) and adds missing supplementary groups. Never deletes or
     renames a user or a group, never changes a uid.
-  - With O(manage=false) (users come from LDAP/SSSD) nothing is created: a
+  - >-
+    With O(manage=false) (users come from LDAP/SSSD) nothing is created - a
     missing user is an error, as is a conflict.
   - With O(make_dirs=true) (one node of the cluster) it also makes each user's
     folder on the shared filesystem below O(home_root) (owner, group and
@@ -60,13 +44,74 @@ options:
     type: list
     elements: dict
     default: []
+author:
+  - slurm-cluster-in-a-box contributors
+"""
+
+EXAMPLES = r"""
+- name: The lab's users on every node, with one uid and gid everywhere
+  gpulab.slurm_cluster.lab_users:
+    users:
+      - name: alice
+        uid: 2001
+        group: vision
+        gid: 3001
+        groups: [gpu]
+        ssh_keys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI... alice@laptop"]
+    shared_root: /shared
+    home_root: /shared/home
+    make_dirs: "{{ inventory_hostname == groups['slurm_controller'] | first }}"
+
+- name: Users come from LDAP/SSSD - only check that they resolve to those ids
+  gpulab.slurm_cluster.lab_users:
+    users: [{name: alice, uid: 2001, group: vision, gid: 3001}]
+    manage: false
+    shared_root: /shared
+    home_root: /shared/home
 """
 
 RETURN = r"""
-created: {description: Users created on this node., returned: always, type: list}
-groups_created: {description: Groups created on this node., returned: always, type: list}
-dirs: {description: "{path: changed} of the users' folders.", returned: always, type: dict}
+created:
+  description: Users created on this node.
+  returned: always
+  type: list
+  elements: str
+  sample: [alice]
+groups_created:
+  description: Groups created on this node.
+  returned: always
+  type: list
+  elements: str
+  sample: [vision]
+dirs:
+  description: The users' folders on the shared filesystem, each with whether it changed.
+  returned: always
+  type: dict
+  sample: {/shared/home/alice: true}
+keys_added:
+  description: Users whose authorized_keys gained a key.
+  returned: always
+  type: list
+  elements: str
+  sample: [alice]
 """
+
+import json
+import os
+import socket
+import subprocess
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.identities import (
+    plan_identities,
+    read_identities,
+)
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.safe_fs import (
+    UnsafePath,
+    ensure_dir,
+    open_trusted,
+    parts_below,
+)
 
 KEYS_SNIPPET = r"""
 import json, os, sys

@@ -3,23 +3,6 @@
 
 from __future__ import annotations
 
-import grp
-import os
-import pwd
-import socket
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.safe_fs import (
-    UnsafePath,
-    clean_files,
-    ensure_dir,
-    open_trusted,
-    parts_below,
-    read_trusted_files,
-    trusted,
-    write_file,
-)
-
 DOCUMENTATION = r"""
 module: shared_tree
 short_description: Folders and files of root's tools on a filesystem that users can write
@@ -52,15 +35,63 @@ options:
     type: list
     elements: path
     default: []
+author:
+  - slurm-cluster-in-a-box contributors
+"""
+
+EXAMPLES = r"""
+- name: Root's folders on the shared filesystem, and a token file in the last one
+  gpulab.slurm_cluster.shared_tree:
+    root: /shared
+    dirs:
+      - {path: /shared/.cluster, owner: 0, group: 0, mode: "0755"}
+      - {path: /shared/.cluster/check, owner: 0, group: 0, mode: "0755"}
+    write:
+      dir: /shared/.cluster/check
+      name: node1
+      content: "20261202T1200"
+      mode: "0644"
+      clean: true
+
+- name: Read root's files there back, on another node
+  gpulab.slurm_cluster.shared_tree:
+    root: /shared
+    read: [/shared/.cluster/check]
+  register: shared_read
 """
 
 RETURN = r"""
-dirs: {description: "{path: changed}", returned: always, type: dict}
-read:
-  description: "{dir: {files: {name: content}} or {error} or {}}"
+dirs:
+  description: Each folder of O(dirs), with whether it was made or changed.
   returned: always
   type: dict
+  sample: {/shared/.cluster: false, /shared/.cluster/check: true}
+read:
+  description: >-
+    Each folder of O(read) - C({files: {name: content}}) of the root-owned
+    files there, C({error}) when the folder is not root's own, C({}) when it
+    is missing.
+  returned: always
+  type: dict
+  sample: {/shared/.cluster/check: {files: {node1: "20261202T1200"}}}
 """
+
+import grp
+import os
+import pwd
+import socket
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.safe_fs import (
+    UnsafePath,
+    clean_files,
+    ensure_dir,
+    open_trusted,
+    parts_below,
+    read_trusted_files,
+    trusted,
+    write_file,
+)
 
 
 def _uid(value: object) -> int:
