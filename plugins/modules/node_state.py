@@ -3,27 +3,6 @@
 
 from __future__ import annotations
 
-import grp
-import hashlib
-import os
-import pwd
-import shutil
-import subprocess
-from concurrent.futures import ThreadPoolExecutor
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.identities import (
-    plan_identities,
-    read_identities,
-)
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.safe_fs import (
-    UnsafePath,
-    ensure_dir,
-    open_trusted,
-    read_trusted_files,
-)
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.slurm_node import read_node
-
 DOCUMENTATION = r"""
 module: node_state
 short_description: Read a node's packages, units, files and hardware in one call
@@ -97,6 +76,27 @@ options:
       C(slurm_node) that the module slurm_node_info sets.
     type: bool
     default: false
+author:
+  - slurm-cluster-in-a-box contributors
+"""
+
+EXAMPLES = r"""
+- name: Read, in one round trip, what the roles would otherwise read one task at a time
+  gpulab.slurm_cluster.node_state:
+    units: [munge, slurmd]
+    files: [/etc/munge/munge.key, /etc/slurm/cgroup.conf]
+    read: [/etc/hosts]
+    commands:
+      sinfo: [sinfo, --Node, --noheader, --format, "%N|%t|%E"]
+    slurm_node: true
+  register: probe
+
+- name: Skip a start that the probe proves done
+  ansible.builtin.systemd_service:
+    name: munge
+    state: started
+    enabled: true
+  when: not (probe.state | gpulab.slurm_cluster.unit_up('munge'))
 """
 
 RETURN = r"""
@@ -106,10 +106,37 @@ state:
     active=absent); files {path: {exists, sha1, sha256, owner, group, mode}};
     read {path: text or null}; commands {name: {rc, stdout, stderr}};
     masked {path: {exists, sha1, secret_matches}};
-    slurm_node (as slurm_node_info's fact) or null; slurm_node_error.
+    slurm_node (as slurm_node_info's fact) or null; slurm_node_error;
+    users (the lab_users plan), shared_dirs {path: ok or what differs},
+    shared_reads {dir: {files}}.
   returned: always
   type: dict
+ansible_facts:
+  description: C(slurm_node), as the slurm_node_info module sets it, when O(slurm_node) is true.
+  returned: when O(slurm_node) is true
+  type: dict
 """
+
+import grp
+import hashlib
+import os
+import pwd
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.identities import (
+    plan_identities,
+    read_identities,
+)
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.safe_fs import (
+    UnsafePath,
+    ensure_dir,
+    open_trusted,
+    read_trusted_files,
+)
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.slurm_node import read_node
 
 TIMEOUT = 30
 
