@@ -541,11 +541,16 @@ def cross(p: dict) -> dict:
     """Credentials decoded here, and the other nodes' token files read as the job user."""
     tokens: dict = {}
     if p["read_tokens"]:
-        res = as_user(p["job_user"], ["python3", "-c", READ_TOKENS, json.dumps(p["read_tokens"])])
-        try:
-            tokens = json.loads(res["out"]) if res["rc"] == 0 else {}
-        except ValueError:
-            tokens = {}
+        pairs = [str(x) for item in p["read_tokens"].items() for x in item]
+        res = as_user(p["job_user"], ["sh", "-c", READ_TOKENS, "sh", *pairs])
+        for line in res["out"].splitlines():
+            status, _, rest = line.partition(" ")
+            name, _, value = rest.partition(" ")
+            tokens[name] = (
+                {"ok": True, "value": value.strip()}
+                if status == "ok"
+                else {"ok": False, "error": value.strip()}
+            )
         error = (res["err"].strip().splitlines() or ["no answer"])[-1]
         for name in p["read_tokens"]:
             tokens.setdefault(name, {"ok": False, "error": error})

@@ -122,6 +122,7 @@ import hashlib
 import os
 import pwd
 import shutil
+import socket
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
@@ -347,7 +348,8 @@ def main() -> None:
         }
         state["slurm_node"], state["slurm_node_error"] = node.result() if node else (None, "")
     if p["users"]:
-        state["users"] = plan_identities(p["users"], read_identities(p["users"]), "")
+        host = socket.gethostname().split(".")[0]
+        state["users"] = plan_identities(p["users"], read_identities(p["users"]), host)
     state["shared_dirs"] = {
         str(spec["path"]): dir_state(p["shared_root"], spec) for spec in p["shared_dirs"]
     }
