@@ -43,10 +43,7 @@ unit: venv
 # smoke package's wheel inside (roles/smoke_train/files), built offline.
 collection: venv
 	rm -rf dist roles/smoke_train/files/ddp_smoke-*.whl
-	src=$$(mktemp -d) && cp -r training/pyproject.toml training/README.md training/ddp_smoke "$$src"/ \
-	  && rm -rf "$$src"/ddp_smoke/__pycache__ \
-	  && $(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation --no-index \
-	     --wheel-dir roles/smoke_train/files "$$src" && rm -rf "$$src"
+	$(BIN)/python training/build_wheel.py --out roles/smoke_train/files
 	$(BIN)/ansible-galaxy collection build --output-path dist
 
 # Bring up the 3-container cluster, provision it, prove it with a DDP job.

@@ -1,8 +1,8 @@
 """The Python distribution: the wheel pip builds offline, installed into a fresh venv.
 
-The wheel is built the way the roles build it (``pip wheel --no-deps
---no-build-isolation``: no network, this interpreter's setuptools) from a copy of
-``training/`` (tests included, so that leaving them out is the build's doing), and
+The wheel and sdist are built by training/build_wheel.py, as ``make collection``
+and the roles build them (setuptools' hooks, no build isolation, no network, this
+interpreter's setuptools), checked with ``twine check --strict``, and the wheel
 installed with ``pip install --no-index --no-deps`` into a plain venv that has no
 torch: the ``ddp-smoke`` script's controller commands must run there. The
 integration tests lend that venv this interpreter's torch and run real ranks
@@ -15,7 +15,6 @@ import email.parser
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -29,6 +28,8 @@ from ddp_smoke import __version__
 
 TRAINING = Path(__file__).resolve().parents[1]
 WHEEL_NAME = "ddp_smoke-0.1.0-py3-none-any.whl"
+SDIST_NAME = "ddp_smoke-0.1.0.tar.gz"
+REPOSITORY = "https://github.com/gpulab/slurm_cluster"
 MODULES = ("__init__", "__main__", "accept", "batch", "cli", "judge", "launch", "rank", "report")
 TIMEOUT_S = 120
 
@@ -66,26 +67,15 @@ def run(
 
 
 def build_wheel(out: Path) -> Path:
-    """``pip wheel --no-deps --no-build-isolation`` of a copy of ``training/``."""
-    setuptools = pytest.importorskip("setuptools", minversion="61", reason="needs setuptools 61+")
-    old = tuple(int(part) for part in setuptools.__version__.split(".")[:2]) < (70, 1)
-    if old and importlib.util.find_spec("wheel") is None:
-        pytest.skip(f"setuptools {setuptools.__version__} builds wheels only with `wheel`")
-    source = out / "src"
-    shutil.copytree(
-        TRAINING,
-        source,
-        ignore=shutil.ignore_patterns(
-            "__pycache__", "*.pyc", ".pytest_cache", ".ruff_cache", "build", "dist", "*.egg-info"
-        ),
-    )
+    """The wheel (and sdist) from training/build_wheel.py, the one build the roles use too."""
+    setuptools = pytest.importorskip("setuptools", minversion="77", reason="needs setuptools 77+")
+    assert setuptools
     dist = out / "dist"
-    offline = ["--no-deps", "--no-build-isolation", "--no-index"]
-    done = run([sys.executable, "-m", "pip", "wheel", *offline, "-w", dist, source], clean_env())
+    done = run([sys.executable, TRAINING / "build_wheel.py", "--out", dist, "--sdist"], clean_env())
     assert done.returncode == 0, done.stdout + done.stderr
-    wheels = sorted(dist.glob("*.whl"))
-    assert [path.name for path in wheels] == [WHEEL_NAME], done.stdout
-    return wheels[0]
+    built = sorted(path.name for path in dist.iterdir())
+    assert built == [WHEEL_NAME, SDIST_NAME], done.stdout
+    return dist / WHEEL_NAME
 
 
 def make_venv(python: str, where: Path, wheel: Path) -> Path:
@@ -123,6 +113,7 @@ def test_the_metadata(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         metadata = archive.read("ddp_smoke-0.1.0.dist-info/METADATA").decode()
         entry_points = archive.read("ddp_smoke-0.1.0.dist-info/entry_points.txt").decode()
+        license_text = archive.read("ddp_smoke-0.1.0.dist-info/licenses/LICENSE").decode()
     fields = email.parser.Parser().parsestr(metadata)
     assert (fields["Name"], fields["Version"]) == ("ddp-smoke", __version__)
     assert fields["Requires-Python"] == ">=3.10"
@@ -130,9 +121,30 @@ def test_the_metadata(wheel: Path) -> None:
     # Nothing unconditional: the controller side is standard library only.
     assert sorted(fields.get_all("Requires-Dist")) == [
         'matplotlib; extra == "plot"',
-        'torch>=2.1; extra == "torch"',
+        'torch<3,>=2.1; extra == "torch"',
     ]
     assert "[console_scripts]\nddp-smoke = ddp_smoke.cli:main" in entry_points
+    # The licence as an SPDX expression (PEP 639) and its text inside the wheel.
+    assert fields["Metadata-Version"] == "2.4"
+    assert fields["License-Expression"] == "Apache-2.0"
+    assert fields.get_all("License-File") == ["LICENSE"]
+    assert license_text == (TRAINING.parent / "LICENSE").read_text()
+    urls = dict(url.split(", ", 1) for url in fields.get_all("Project-URL"))
+    assert urls["Repository"] == REPOSITORY
+    assert set(urls) == {"Homepage", "Documentation", "Repository", "Issues", "Changelog"}
+    classifiers = fields.get_all("Classifier")
+    assert "Operating System :: POSIX :: Linux" in classifiers
+    assert "Programming Language :: Python :: 3.11" in classifiers
+    assert not [c for c in classifiers if c.startswith("License ::")]  # the expression says it
+
+
+def test_twine_check_strict(wheel: Path) -> None:
+    """What an index would check on upload: metadata and the README's rendering."""
+    pytest.importorskip("twine", reason="twine (requirements.txt) checks the distributions")
+    dists = sorted(wheel.parent.iterdir())
+    done = run([sys.executable, "-m", "twine", "check", "--strict", *dists], clean_env())
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("PASSED") == 2, done.stdout
 
 
 def test_one_version() -> None:
