@@ -63,8 +63,12 @@ for _path in (ROOT / "plugins/modules", ROOT / "plugins/filter", ROOT / "collect
 
 import cuda  # noqa: E402
 import slurm_conf  # noqa: E402
-import slurm_node_info  # noqa: E402
 import torch_variant  # noqa: E402
+
+# The parsers the slurm_node_info module calls (its module_utils).
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import (  # noqa: E402
+    slurm_node as slurm_node_info,
+)
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
