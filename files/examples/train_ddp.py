@@ -55,7 +55,7 @@ def main() -> None:
     )
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     gen = torch.Generator().manual_seed(rank)
-    for _ in range(20):
+    for _step in range(20):
         x = torch.randn(64, 16, generator=gen).to(device)
         loss = ((model(x) - x.sum(dim=1, keepdim=True)) ** 2).mean()
         opt.zero_grad()

@@ -12,8 +12,8 @@ def _lines(sinfo_lines: list) -> dict:
     """{NodeName: (state, reason)} from `sinfo --Node --format=%N|%t|%E` lines."""
     out: dict = {}
     for line in sinfo_lines or []:
-        name, _, rest = str(line).partition("|")
-        state, _, reason = rest.partition("|")
+        name, _sep, rest = str(line).partition("|")
+        state, _sep, reason = rest.partition("|")
         if name and name not in out:
             out[name] = (state.strip(), reason.strip())
     return out

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.filter_errors import (
+from ansible_collections.gpulab.slurm_cluster.plugins.plugin_utils.filter_errors import (
     ansible_errors,
 )
 
@@ -66,7 +66,7 @@ def cuda_driver_matches(loaded: str, wanted: str) -> bool:
     if not loaded:
         return False
     if wanted == cuda_driver_branch(wanted):
-        return loaded.split(".")[0] == wanted
+        return loaded.split(".", maxsplit=1)[0] == wanted
     return loaded == wanted
 
 
@@ -209,7 +209,7 @@ def parse_pci_devices(text: str) -> dict:
     """
     found: dict[str, Any] = {"gpu": [], "nvswitch": [], "container": False}
     for line in str(text).splitlines():
-        kind, _, value = line.strip().partition(" ")
+        kind, _sep, value = line.strip().partition(" ")
         if kind in ("gpu", "nvswitch") and value:
             found[kind].append(value)
         elif kind == "container":

@@ -524,7 +524,7 @@ class _Doctor:
                     "(firewall, iptables/nftables); site.yml accepts them where iptables is in use",
                 )
             else:
-                self.add(h, "net.ports", "PASS", "; ".join(t for _, t in seen) or "no port")
+                self.add(h, "net.ports", "PASS", "; ".join(t for _ok, t in seen) or "no port")
 
     def hardware(self) -> None:
         margin = int(self.ctx.get("realmemory_margin_percent", 5))

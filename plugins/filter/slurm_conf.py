@@ -112,8 +112,8 @@ def _parse(text: str) -> tuple[dict, dict, dict]:
         line = raw.split("#", 1)[0].strip()
         if not line or "=" not in line:
             continue
-        first, _, rest = line.partition(" ")
-        key, _, value = first.partition("=")
+        first, _sep, rest = line.partition(" ")
+        key, _sep, value = first.partition("=")
         if key == "NodeName":
             nodes[value] = rest.strip()
         elif key == "PartitionName":
@@ -166,7 +166,7 @@ def gres_nodes(text: str | None) -> dict:
     for raw in (text or "").splitlines():
         line = raw.split("#", 1)[0].strip()
         if line.startswith("NodeName="):
-            name, _, rest = line[len("NodeName=") :].partition(" ")
+            name, _sep, rest = line[len("NodeName=") :].partition(" ")
             out.setdefault(name, []).append(rest.strip())
     return out
 

@@ -13,13 +13,12 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.filter_errors import (
-    ansible_errors,
-)
-
 # The venv_packages module applies the same version rule on the nodes.
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.pep440 import (
     version_matches as _version_matches,
+)
+from ansible_collections.gpulab.slurm_cluster.plugins.plugin_utils.filter_errors import (
+    ansible_errors,
 )
 
 # Newest first: (wheel variant, CUDA version, oldest Linux driver for it).
@@ -31,7 +30,7 @@ CUDA_VARIANTS: tuple[tuple[str, tuple[int, int], tuple[int, ...]], ...] = (
     ("cu126", (12, 6), (560, 28, 3)),
 )
 CPU = "cpu"
-VARIANTS = (*(v for v, _, _ in CUDA_VARIANTS), CPU)
+VARIANTS = (*(v for v, _cuda, _driver in CUDA_VARIANTS), CPU)
 INDEX_BASE_URL = "https://download.pytorch.org/whl"
 
 _VERSION = re.compile(r"^[0-9]+(\.[0-9]+)*$")
@@ -82,7 +81,7 @@ def torch_variant_info(version: object) -> dict:
             "here) needs: torch would not use the GPUs; upgrade the driver",
         }
     cuda = (*parsed, 0)[:2]
-    for variant, built, _ in CUDA_VARIANTS:
+    for variant, built, _driver in CUDA_VARIANTS:
         # A build for CUDA X.Y runs with any X.Z runtime/driver where Z >= Y;
         # never across a major version.
         if cuda[0] == built[0] and cuda[1] >= built[1]:
@@ -93,7 +92,7 @@ def torch_variant_info(version: object) -> dict:
     return {
         "variant": CPU,
         "reason": f"CUDA {version} has no torch build mapped here "
-        f"({', '.join(v for v, _, _ in CUDA_VARIANTS)})",
+        f"({', '.join(v for v, _cuda, _driver in CUDA_VARIANTS)})",
     }
 
 
@@ -135,7 +134,7 @@ def torch_shared_variant(variants: Iterable[str]) -> str:
     unknown = wanted - set(VARIANTS)
     if unknown:
         raise ValueError(f"unknown torch variant(s) {', '.join(sorted(unknown))}")
-    for variant, _, _ in reversed(CUDA_VARIANTS):
+    for variant, _cuda, _driver in reversed(CUDA_VARIANTS):
         if variant in wanted:
             return variant
     return CPU

@@ -92,7 +92,7 @@ options:
     type: float
     default: 2
 author:
-  - slurm-cluster-in-a-box contributors
+  - slurm-cluster-in-a-box contributors (@gpulab)
 """
 
 EXAMPLES = r"""
@@ -544,8 +544,8 @@ def cross(p: dict) -> dict:
         pairs = [str(x) for item in p["read_tokens"].items() for x in item]
         res = as_user(p["job_user"], ["sh", "-c", READ_TOKENS, "sh", *pairs])
         for line in res["out"].splitlines():
-            status, _, rest = line.partition(" ")
-            name, _, value = rest.partition(" ")
+            status, _sep, rest = line.partition(" ")
+            name, _sep, value = rest.partition(" ")
             tokens[name] = (
                 {"ok": True, "value": value.strip()}
                 if status == "ok"
@@ -569,7 +569,7 @@ def main() -> None:
             "conf_dir": {"type": "path", "default": "/etc/slurm"},
             "shared_path": {"type": "str", "default": ""},
             "job_user": {"type": "str", "default": "nobody"},
-            "token_dir": {"type": "str", "default": ""},
+            "token_dir": {"type": "str", "default": "", "no_log": False},
             "users": {"type": "list", "elements": "dict", "default": []},
             "run_id": {"type": "str", "default": ""},
             "name": {"type": "str", "default": ""},

@@ -45,7 +45,7 @@ options:
     elements: dict
     default: []
 author:
-  - slurm-cluster-in-a-box contributors
+  - slurm-cluster-in-a-box contributors (@gpulab)
 """
 
 EXAMPLES = r"""

@@ -77,7 +77,7 @@ options:
     type: bool
     default: false
 author:
-  - slurm-cluster-in-a-box contributors
+  - slurm-cluster-in-a-box contributors (@gpulab)
 """
 
 EXAMPLES = r"""
@@ -155,7 +155,7 @@ def run(argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
 
 
 def packages() -> dict[str, str]:
-    rc, out, _ = run(
+    rc, out, _err = run(
         ["dpkg-query", "--show", "--showformat=${db:Status-Status} ${Package} ${Version}\\n"]
     )
     found: dict[str, str] = {}
@@ -187,7 +187,7 @@ def parse_units(text: str) -> dict[str, dict[str, str]]:
 def units(names: list[str]) -> dict[str, dict[str, str]]:
     if not names:
         return {}
-    rc, out, _ = run(
+    rc, out, _err = run(
         [
             "systemctl",
             "show",

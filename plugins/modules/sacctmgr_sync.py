@@ -26,7 +26,7 @@ options:
     elements: dict
     default: []
 author:
-  - slurm-cluster-in-a-box contributors
+  - slurm-cluster-in-a-box contributors (@gpulab)
 """
 
 EXAMPLES = r"""
@@ -98,10 +98,10 @@ def main() -> None:
     # The three reads side by side (each sacctmgr is one slurmdbd round trip).
     with ThreadPoolExecutor(max_workers=3) as pool:
         reads = list(pool.map(show, ["qos", "accounts", "assocs"]))
-    errors = [error for _, error in reads if error]
+    errors = [error for _rows, error in reads if error]
     if errors:
         module.fail_json(msg="; ".join(errors))
-    have_qos, have_accounts, have_assocs = (rows for rows, _ in reads)
+    have_qos, have_accounts, have_assocs = (rows for rows, _error in reads)
     cmds = plan(p["cluster"], p["qos"], p["accounts"], have_qos, have_accounts, have_assocs)
     if not module.check_mode:
         for cmd in cmds:

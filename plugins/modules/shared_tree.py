@@ -36,7 +36,7 @@ options:
     elements: path
     default: []
 author:
-  - slurm-cluster-in-a-box contributors
+  - slurm-cluster-in-a-box contributors (@gpulab)
 """
 
 EXAMPLES = r"""

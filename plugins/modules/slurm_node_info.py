@@ -35,7 +35,7 @@ options:
       - /usr/lib/slurm/gpu_nvml.so
       - /usr/lib64/slurm/gpu_nvml.so
 author:
-  - slurm-cluster-in-a-box contributors
+  - slurm-cluster-in-a-box contributors (@gpulab)
 """
 
 EXAMPLES = r"""

@@ -37,7 +37,7 @@ options:
       stderr come back as C(verify).
     type: dict
 author:
-  - slurm-cluster-in-a-box contributors
+  - slurm-cluster-in-a-box contributors (@gpulab)
 """
 
 EXAMPLES = r"""

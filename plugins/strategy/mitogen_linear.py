@@ -33,7 +33,7 @@ description:
     C(gpulab.slurm_cluster.mitogen_linear). Without the C(mitogen) package
     the plugin loads but refuses to run, naming the package.
 author:
-  - slurm-cluster-in-a-box contributors
+  - slurm-cluster-in-a-box contributors (@gpulab)
 requirements:
   - mitogen (Python package on the control machine; requirements.txt pins it)
 notes:
