@@ -29,12 +29,27 @@ host: venv
 test-host: host nfs-host
 	$(BIN)/python molecule/shared/hostprep.py image --suite trixie
 
-lint: venv
+# Linters, then the gates a published collection faces, on the built tarball, offline
+# but for the package index: Galaxy's importer (any error or warning fails)
+# and ansible-test sanity on every Python it supports that is installed here
+# (tools/sanity.py: its pip bootstrap is tools/get_pip_standin.py; the test
+# venvs are kept in ~/.ansible/test/venv after the first run).
+lint: venv collection
 	pre-commit validate-config .pre-commit-config.yaml
 	yamllint --strict .
 	ansible-lint
 	ruff check .
 	ruff format --check .
+	$(BIN)/python tools/galaxy_import.py
+	$(BIN)/python tools/sanity.py
+
+# CHANGELOG.md from changelogs/: add a fragment to changelogs/fragments/, then
+# this merges it into galaxy.yml's version (changelogs/config.yaml).
+.PHONY: changelog
+changelog: venv
+	ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/collections $(BIN)/antsibull-changelog release \
+	  --version $$($(BIN)/python -c 'import yaml; print(yaml.safe_load(open("galaxy.yml"))["version"])') \
+	  --update-existing
 
 unit: venv
 	pytest -q tests training/tests
