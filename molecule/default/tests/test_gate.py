@@ -22,7 +22,7 @@ def state_and_reason(name: str) -> tuple[str, str]:
 
 
 def run_id(out: str) -> str:
-    found = re.findall(r"(?:results|runs)/(\d{8}T\d{6}Z-\d+)", out)
+    found = re.findall(r"(?:results|runs|smoke)/(\d{8}T\d{6}Z-\d+)", out)
     assert found, out[-3000:]
     return found[-1]
 

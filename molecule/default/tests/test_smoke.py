@@ -38,6 +38,8 @@ def test_smoke_job_passes_on_both_nodes(run_playbook) -> None:
         assert report["world_size"] == 2
         assert sorted(report["nodes"]) == ["node1", "node2"]
         assert report["last_loss"] < report["first_loss"]
+        # Every rank ran as the proof account (cluster_proof_uid), never as root.
+        assert report["uids"] == [59000], mode
     srun = json.loads((run / "srun.json").read_text())
     assert srun["tcp_Gbps"] > 0
     assert srun["peak_busbw_GBps"] > 0
