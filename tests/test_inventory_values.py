@@ -26,9 +26,8 @@ GOOD = {
         {"name": "debug", "nodes": ["node1"], "max_time": "30:00"},
     ],
     "slurm_controller_qos": [{"name": "gpu-hours", "grp_tres_mins": "gres/gpu=6000"}],
-    "slurm_controller_accounts": [
-        {"name": "lab", "qos": ["normal", "gpu-hours"], "users": ["root"]}
-    ],
+    "slurm_controller_accounts": [{"name": "lab", "qos": ["normal", "gpu-hours"]}],
+    "cluster_users": [{"name": "alice", "uid": 2001, "accounts": ["lab"]}],
     "shared_fs_type": "existing",
     "shared_fs_path": "/shared",
 }
@@ -179,17 +178,38 @@ CASES = [
     ),
     (
         "account-unknown-qos",
-        with_(slurm_controller_accounts=[{"name": "lab", "qos": ["gold"], "users": ["root"]}]),
+        with_(slurm_controller_accounts=[{"name": "lab", "qos": ["gold"]}]),
         None,
         ["names QoS gold, not in slurm_controller_qos"],
     ),
     (
-        "account-bad-user",
+        "account-names-users",
+        with_(slurm_controller_accounts=[{"name": "lab", "qos": ["normal"], "users": ["bob"]}]),
+        None,
+        ["slurm_controller_accounts[0].users=['bob'] names users here", "in cluster_users"],
+    ),
+    (
+        "user-uid-twice",
         with_(
-            slurm_controller_accounts=[{"name": "lab", "qos": ["normal"], "users": ["Bob Smith"]}]
+            cluster_users=[
+                {"name": "alice", "uid": 2001, "accounts": ["lab"]},
+                {"name": "bob", "uid": 2001, "accounts": ["lab"]},
+            ]
         ),
         None,
-        ["has Bob Smith, not a Unix user name"],
+        ["cluster_users[1].uid=2001 of bob is also the uid of alice"],
+    ),
+    (
+        "user-unknown-account",
+        with_(cluster_users=[{"name": "alice", "uid": 2001, "accounts": ["physics"]}]),
+        None,
+        ["names physics, not in slurm_controller_accounts"],
+    ),
+    (
+        "shared-path-shell",
+        with_(shared_fs_path="/shared;touch${IFS}/tmp/pwned"),
+        None,
+        ["has characters other than letters, digits"],
     ),
     (
         "extra-config-managed-key",

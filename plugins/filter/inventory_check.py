@@ -11,6 +11,13 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+try:
+    from ansible_collections.gpulab.slurm_cluster.plugins.filter.nfs_exports import (
+        nfs_export_problems,
+    )
+except ImportError:  # pragma: no cover - loaded by path beside nfs_exports.py
+    from nfs_exports import nfs_export_problems  # type: ignore[no-redef]
+
 # Slurm time: MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, INFINITE/UNLIMITED.
 _TIME_FORMS = (
     re.compile(r"(?P<m>\d+)"),
@@ -618,6 +625,25 @@ def _path(var: str) -> Callable[[_Check, str, Any], None]:
 
 
 def _exports(c: _Check, host: str, value: Any) -> None:
+    if isinstance(value, list) and all(isinstance(e, Mapping) for e in value):
+        # The NFS server role's own refusals (world, no_root_squash, options,
+        # clients), here on the control machine before any node is touched.
+        hv = c.hv[host]
+        clients = hv.get("nfs_server_networks") or list(c.groups.get("slurm_cluster", [host]))
+        for problem in nfs_export_problems(
+            [dict(e) for e in value],
+            list(clients),
+            bool(hv.get("nfs_server_allow_world", False)),
+            bool(hv.get("nfs_server_allow_no_root_squash", False)),
+            list(hv.get("nfs_server_options", []) or []),
+        ):
+            c.bad(
+                host,
+                "nfs_server_exports",
+                [e.get("path") for e in value],
+                problem,
+                "see roles/nfs_server/README.md",
+            )
     for i, export in enumerate(value if isinstance(value, list) else [value]):
         path = export.get("path") if isinstance(export, Mapping) else export
         problem = path_problem(path)

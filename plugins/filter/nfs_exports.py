@@ -5,6 +5,7 @@ Pure functions, unit-tested in tests/test_nfs_exports.py.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 try:
@@ -15,7 +16,10 @@ except ImportError:  # pragma: no cover - outside Ansible
 # Client specs that let every host in: '*' and the whole IPv4/IPv6 space.
 WORLD = {"*", "0.0.0.0/0", "::/0"}
 # What an exports(5) client may be: host name, address, CIDR, wildcard, @netgroup.
-CLIENT_RE = re.compile(r"^[A-Za-z0-9@*?._:/\[\]-]+$")
+CLIENT_RE = re.compile(r"[A-Za-z0-9@*?._:/\[\]-]+")
+# One exports(5) option: a word or word=value, no space, comma, newline or parenthesis
+# (any of them would end the option list or start a second export line).
+OPTION_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(=[A-Za-z0-9_.:/@+-]+)?")
 # Options that decide who root is; set through `root_squash`, not `options`.
 SQUASH_OPTIONS = {"root_squash", "no_root_squash", "all_squash"}
 
@@ -49,11 +53,32 @@ def _root_squash(export: dict, options: list) -> bool:
     return bool(export.get("root_squash", True))
 
 
+def _covers_everything(clients: list) -> list:
+    """The address-range clients when together they hold every IPv4 (or IPv6) address."""
+    for version, whole in (
+        (4, ipaddress.ip_network("0.0.0.0/0")),
+        (6, ipaddress.ip_network("::/0")),
+    ):
+        nets = []
+        for client in clients:
+            try:
+                net = ipaddress.ip_network(str(client), strict=False)
+            except ValueError:
+                continue
+            if net.version == version:
+                nets.append(net)
+        merged = list(ipaddress.collapse_addresses(nets))
+        if merged == [whole]:
+            return sorted(map(str, nets))
+    return []
+
+
 def nfs_export_problems(
     exports: list,
     default_clients: list,
     allow_world: bool = False,
     allow_no_root_squash: bool = False,
+    default_options: list | None = None,
 ) -> list:
     """Why the exports must not be written, one message per problem (empty: fine)."""
     problems = []
@@ -73,9 +98,9 @@ def nfs_export_problems(
                 "cluster_groups.cluster, set nfs_server_networks or the export's clients"
             )
         for client in clients:
-            if not CLIENT_RE.match(str(client)):
+            if not CLIENT_RE.fullmatch(str(client)):
                 problems.append(f"export {name}: client {client!r} is not a host, address or net")
-        open_to = sorted(WORLD.intersection(map(str, clients)))
+        open_to = sorted(WORLD.intersection(map(str, clients))) or _covers_everything(clients)
         if open_to and not allow_world:
             problems.append(
                 f"export {name} would be open to every host ({', '.join(open_to)}); list the "
@@ -83,6 +108,12 @@ def nfs_export_problems(
                 "really wanted"
             )
         options = list(export.get("options") or [])
+        for option in options + list(default_options or []):
+            if not OPTION_RE.fullmatch(str(option)):
+                problems.append(
+                    f"export {name}: option {option!r} is not one exports(5) option (no space, "
+                    "comma, newline or parenthesis); give each option as its own list item"
+                )
         if not _root_squash(export, options) and not allow_no_root_squash:
             problems.append(
                 f"export {name} asks for no_root_squash: root on any client would be root on "
@@ -113,7 +144,9 @@ def nfs_export_lines(
     allow_no_root_squash: bool = False,
 ) -> list:
     """All export lines; refuses (AnsibleFilterError) what nfs_export_problems reports."""
-    problems = nfs_export_problems(exports, default_clients, allow_world, allow_no_root_squash)
+    problems = nfs_export_problems(
+        exports, default_clients, allow_world, allow_no_root_squash, default_options
+    )
     if problems:
         raise AnsibleFilterError("; ".join(problems))
     return [nfs_export_line(e, default_clients, default_options) for e in exports]
