@@ -175,7 +175,7 @@ def shared_venv() -> str:
     )["pytorch_packages"]
     torch = next(p for p in pins if str(p).startswith("torch=="))
     version = torch.split("==", 1)[1].split("+", 1)[0]
-    return f"/shared/venvs/torch-{version}-cpu"
+    return f"/shared/.cluster/venvs/torch-{version}-cpu"
 
 
 def write_inventory(directory: Path, computes: Sequence[str], results: Path) -> Path:
