@@ -25,10 +25,12 @@ COMPONENTS = {
     },
     "accounting": {"slurm_dbd", "slurm_daemons", "slurm_controller"},
     "shared_fs": {"nfs_server", "shared_fs"},
+    "users": {"lab_users"},
     "cuda": {"cuda"},
     "pytorch": {"pytorch"},
     "smoke": {
         "Hash the job templates on the shared filesystem",
+        "Make root's folder of the job templates",
         "Copy the job templates",
         "Run the acceptance job from the controller",
     },

@@ -496,7 +496,10 @@ def _summary(files: list[RankFile]) -> Record:
         "label": rank0.get("label") or rank0.get("mode", "srun"),
         "nodes": list(dict.fromkeys(str(rank_file.record.get("host")) for rank_file in files)),
         "world_size": len(files),
-        "uids": sorted({rank_file.record.get("uid") for rank_file in files}, key=str),
+        # The users the ranks ran as (the proof account's uid; none in old files).
+        "uids": sorted(
+            {uid for rank_file in files if isinstance(uid := rank_file.record.get("uid"), int)}
+        ),
         "backend": rank0.get("backend"),
         "torch": rank0.get("torch"),
         "iface": rank0.get("iface"),

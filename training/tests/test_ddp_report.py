@@ -137,6 +137,7 @@ def test_pass_summary_of_schema_1_files(tmp_path: Path) -> None:
         "label": "srun",
         "nodes": ["nodeA", "nodeB"],
         "world_size": 2,
+        "uids": [],
         "backend": "gloo",
         "torch": "2.13.0+cpu",
         "iface": None,
