@@ -27,7 +27,8 @@ def test_inventory_has_the_counted_nodes_and_one_shared_venv(tmp_path: Path) -> 
     assert list(hosts["children"]["slurm_controller"]["hosts"]) == ["ctl"]
     extra = yaml.safe_load((inv / "group_vars/slurm_cluster/bench.yml").read_text())
     assert extra["pytorch_venv_shared"] is True
-    assert extra["cluster_venv"] == "/shared/.cluster/venvs/torch-2.13.0-cpu"  # the demo's pin, 2.13.0+cpu
+    # The demo's pin, 2.13.0+cpu, in root's folder on the shared filesystem.
+    assert extra["cluster_venv"] == "/shared/.cluster/venvs/torch-2.13.0-cpu"
     assert extra["cluster_results_dir"] == str(tmp_path / "results")
     assert sorted(p.stem for p in (inv / "host_vars").iterdir()) == [
         "ctl",
