@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins/filter"))
-from smoke_layout import smoke_layout
+from smoke_layout import launch_refusal, smoke_layout
 
 # The lab of issue 14: the controller computes, CPU-only, in `cpu`; two GPU
 # nodes with 2 and 1 GPUs in the default `gpu`.
@@ -25,6 +25,8 @@ def test_default_partition_one_rank_per_gpu_on_uneven_nodes() -> None:
     (run,) = out["runs"]
     assert run == {
         "partition": "gpu",
+        "kind": "gpu",
+        "label": "gpu",
         "nodes": ["node1", "node2"],
         "gpus": {"node1": 2, "node2": 1},
         "gpu_job": True,
@@ -70,13 +72,35 @@ def test_node_count_picks_the_first_usable_nodes() -> None:
         ([*LAB[:2], "gpu*|node2|gpu:1|down*|Not responding"], "", 2, ["node2 is down*"]),
         (["cpu|ctl|(null)|idle|none", "gpu|node1|gpu:2|idle|none"], "", 0, ["no default"]),
         (
-            ["mixed*|ctl|(null)|idle|none", "mixed*|node1|gpu:2|idle|none"],
+            ["gpu*|big|gpu:4|idle|2|64000|none"],
             "",
             0,
-            ["mixes GPU nodes (node1) and CPU-only nodes (ctl)"],
+            [
+                "partition gpu: node big would run 4 ranks (one per GPU, one task each) but "
+                "Slurm gives it 2 CPUs",
+                "Fix: give big at least 4 CPUs",
+                "set slurm_compute_gpus of big to at most 2",
+            ],
+        ),
+        (
+            ["gpu*|small|gpu:2|idle|8|600|none"],
+            "",
+            0,
+            [
+                "node small would run 2 ranks, 1024 MiB at least, but Slurm gives it "
+                "RealMemory=600 MiB"
+            ],
         ),
     ],
-    ids=["too-many-nodes", "no-such-partition", "drained", "down", "no-default", "mixed"],
+    ids=[
+        "too-many-nodes",
+        "no-such-partition",
+        "drained",
+        "down",
+        "no-default",
+        "more-gpus-than-cpus",
+        "too-little-memory",
+    ],
 )
 def test_requests_slurm_cannot_satisfy_are_refused(lines, asked, nodes, words) -> None:
     out = smoke_layout(lines, asked, nodes)
@@ -175,3 +199,95 @@ def test_a_pending_node_is_accepted_beside_a_known_good_node_where_it_can() -> N
     ]
     (run,) = smoke_layout(lines, "all", only_pending=True)["runs"]
     assert (run["partition"], run["nodes"], run["good"]) == ("gpu", ["node1", "node2"], ["node2"])
+
+
+# The lab of issue 24: one default partition with every node, GPU and CPU-only
+# alike, and a second partition on one GPU node; with CPUs and memory.
+MIXED = [
+    "main*|ctl|(null)|idle|2|7000|none",
+    "main*|node1|gpu:2|idle|2|7000|none",
+    "main*|node2|gpu:1|idle|2|7000|none",
+    "debug|node2|gpu:1|idle|2|7000|none",
+]
+
+
+def test_a_mixed_partition_runs_one_job_per_kind_of_node() -> None:
+    out = smoke_layout(MIXED)
+    assert out["problems"] == []
+    assert [(r["label"], r["nodes"], r["gpu_job"], r["world_size"]) for r in out["runs"]] == [
+        ("main-gpu", ["node1", "node2"], True, 3),
+        ("main-cpu", ["ctl"], False, 1),
+    ]
+    assert {r["partition"] for r in out["runs"]} == {"main"}
+
+
+def test_a_first_install_accepts_every_node_once_by_kind() -> None:
+    lines = [
+        line.replace("|idle|", "|drain|").replace("|none", "|acceptance: pending") for line in MIXED
+    ]
+    out = smoke_layout(lines, "all", only_pending=True)
+    assert out["problems"] == []
+    # No group has a node in service: each runs its pending nodes alone; node2,
+    # also in debug, is proven once.
+    assert [(r["label"], r["nodes"], r["pending"], r["good"]) for r in out["runs"]] == [
+        ("main-gpu", ["node1", "node2"], ["node1", "node2"], []),
+        ("main-cpu", ["ctl"], ["ctl"], []),
+    ]
+
+
+def test_a_pending_node_runs_beside_a_known_good_node_of_its_kind() -> None:
+    lines = [*MIXED[:2], "main*|node2|gpu:1|drain|2|7000|acceptance: pending"]
+    (gpu, cpu) = smoke_layout(lines)["runs"][:2]
+    assert (gpu["nodes"], gpu["good"], gpu["pending"]) == (["node1", "node2"], ["node1"], ["node2"])
+    assert cpu["label"] == "main-cpu" and cpu["pending"] == []
+
+
+def test_every_partition_proves_a_node_once() -> None:
+    runs = smoke_layout(MIXED, "all")["runs"]
+    proven = [n for r in runs for n in r["nodes"]]
+    assert sorted(proven) == ["ctl", "node1", "node2"]
+
+
+def test_a_reason_with_a_bar_is_kept_whole() -> None:
+    (run,) = smoke_layout(["p*|n|(null)|drain|2|4000|acceptance: a|b"], only_pending=True)["runs"]
+    assert run["pending"] == ["n"]
+
+
+@pytest.mark.parametrize(
+    ("tail", "refused"),
+    [
+        (
+            [
+                "srun: error: Unable to allocate resources: Requested partition configuration "
+                "not available now"
+            ],
+            True,
+        ),
+        (
+            [
+                "sbatch: error: Batch job submission failed: Requested node configuration is not "
+                "available"
+            ],
+            True,
+        ),
+        (
+            [
+                "srun: error: Unable to allocate resources: Requested time limit is invalid "
+                "(missing or exceeds some limit)"
+            ],
+            True,
+        ),
+        (["JobState=PENDING Reason=PartitionConfig"], True),
+        (
+            [
+                "srun: error: node2: task 1: Exited with exit code 1",
+                "ddp_smoke: rank 1 on node2 failed: parameters differ",
+            ],
+            False,
+        ),
+        (["srun: Job 12 step creation temporarily disabled, retrying"], False),
+        ([], False),
+    ],
+)
+def test_a_launch_slurm_refused_is_told_from_a_node_failure(tail, refused) -> None:
+    assert bool(launch_refusal(tail)) is refused

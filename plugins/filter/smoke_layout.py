@@ -1,7 +1,14 @@
 """Fit the smoke job to the cluster as Slurm reports it (tests/test_smoke_layout.py).
 
-Input: lines of `sinfo --noheader --Node --format=%P|%N|%G|%t|%E` (one line
-per node and partition; the default partition has a trailing '*').
+Input: lines of `sinfo --noheader --Node --format=%P|%N|%G|%t|%c|%m|%E` (one
+line per node and partition; the default partition has a trailing '*'). The
+older form without CPUs and memory (`%P|%N|%G|%t|%E`) is read too; then the
+request is not checked against them.
+
+Within a partition the nodes are grouped by kind, GPU nodes and CPU-only
+nodes, and each group runs its own job on its own nodes: one rank per GPU on
+GPU nodes, one rank per CPU-only node. A node is proven once, in the first
+run that holds it.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ USABLE = re.compile(r"^(idle|mix|alloc|comp)$")
 # reason, a node that waits for the job to prove it.
 DRAINED = re.compile(r"^(drain|drng)$")
 PREFIX = "acceptance:"
+# Memory one rank needs at least (MiB): python, torch and the test model.
+MIN_RANK_MEM_MB = 512
 
 
 def _gpus(gres: str) -> int:
@@ -35,13 +44,27 @@ def _parse(lines: list) -> tuple[dict, str]:
         if len(fields) < 4:
             continue
         part, name, gres, state = (f.strip() for f in fields[:4])
-        reason = fields[4].strip() if len(fields) > 4 else ""
+        cpus = mem = None
+        rest = fields[4:]
+        if len(rest) >= 3 and rest[0].strip().isdigit() and rest[1].strip().rstrip("+").isdigit():
+            cpus, mem = int(rest[0]), int(rest[1].strip().rstrip("+"))
+            rest = rest[2:]
+        reason = "|".join(rest).strip()
         if part.endswith("*"):
             part = part[:-1]
             default = part
         nodes = parts.setdefault(part, [])
         if all(n["name"] != name for n in nodes):
-            nodes.append({"name": name, "gpus": _gpus(gres), "state": state, "reason": reason})
+            nodes.append(
+                {
+                    "name": name,
+                    "gpus": _gpus(gres),
+                    "state": state,
+                    "reason": reason,
+                    "cpus": cpus,
+                    "mem": mem,
+                }
+            )
     return parts, default
 
 
@@ -64,27 +87,59 @@ def _claim_order(members: list, name: str, prefix: str) -> tuple:
     return (-pending, -len(members) if pending else 0, name)
 
 
+def _request_problems(label: str, chosen: list, gpu_job: bool) -> list:
+    """Why Slurm could never place this job's ranks on a node (its CPUs and memory)."""
+    out = []
+    for n in chosen:
+        ranks = max(n["gpus"], 1) if gpu_job else 1
+        if n.get("cpus") is not None and ranks > n["cpus"]:
+            out.append(
+                f"{label}: node {n['name']} would run {ranks} ranks (one per GPU, one task "
+                f"each) but Slurm gives it {n['cpus']} CPUs, so srun would refuse the request. "
+                f"Fix: give {n['name']} at least {ranks} CPUs (its NodeName line: slurmd -C), "
+                f"or set slurm_compute_gpus of {n['name']} to at most {n['cpus']}"
+            )
+        need = ranks * MIN_RANK_MEM_MB
+        if n.get("mem") is not None and n["mem"] < need:
+            out.append(
+                f"{label}: node {n['name']} would run {ranks} ranks, {need} MiB at least, "
+                f"but Slurm gives it RealMemory={n['mem']} MiB. Fix: raise its RealMemory "
+                "(slurm_compute_node_overrides) to what the node has"
+            )
+    return out
+
+
+def _kinds(members: list) -> list:
+    """The partition's nodes by kind: [(kind, nodes)], GPU nodes first; kind '' when one."""
+    gpu = [n for n in members if n["gpus"] > 0]
+    cpu = [n for n in members if n["gpus"] == 0]
+    if gpu and cpu:
+        return [("gpu", gpu), ("cpu", cpu)]
+    return [("", members)] if members else []
+
+
 def smoke_layout(
     lines: list, request: str = "", nodes: int = 0, prefix: str = PREFIX, only_pending: bool = False
 ) -> dict:
     """The runs the smoke job makes, or why it cannot start.
 
     request: '' (the default partition), a partition name, or 'all' (each in turn).
-    nodes: how many nodes per partition (0: all of them).
-    prefix: the drain reason's prefix of nodes awaiting acceptance. A partition
-    with such nodes runs them with one known-good (idle) node, if it has one,
-    and nothing else: `nodes` is not read, and drains by an admin are not
-    needed, so they do not stop it. only_pending: only such partitions run
-    (site.yml's acceptance play); the others are not looked at.
-    Returns {'runs': [{partition, nodes, gpus: {node: n}, world_size, gpu_job,
-             total_gpus, pending, good}], 'problems': [text, ...]}: one rank per
-    GPU on GPU nodes, one per CPU-only node; the world size is the sum.
+    nodes: how many nodes per group (0: all of them).
+    prefix: the drain reason's prefix of nodes awaiting acceptance. A group
+    with such nodes runs them with one known-good (idle) node of the same
+    kind, if it has one, and nothing else: `nodes` is not read, and drains by
+    an admin are not needed, so they do not stop it. only_pending: only such
+    groups run (site.yml's acceptance play); the others are not looked at.
+    Returns {'runs': [{partition, kind, label, nodes, gpus: {node: n},
+             world_size, gpu_job, total_gpus, pending, good}], 'problems': [...]}:
+    label names the run's files and reservation (the partition, with -gpu or
+    -cpu where the partition mixes both kinds).
     """
     parts, default = _parse(lines)
     problems: list = []
     if request == "all":
         # Partitions with the most nodes awaiting acceptance first, then the
-        # larger ones: a node in two partitions is accepted once, in the job
+        # larger ones: a node in two partitions is proven once, in the job
         # most likely to have a known-good node beside it (see claimed).
         wanted = sorted(parts, key=lambda p: _claim_order(parts[p], p, prefix))
     elif request:
@@ -94,13 +149,9 @@ def smoke_layout(
         if not default:
             problems.append("Slurm reports no default partition; set smoke_train_partition")
     runs = []
-    # Pending nodes an earlier run of this layout tests: later partitions
-    # leave them out (the earlier run resumes them, or leaves them drained).
+    # Nodes an earlier run of this layout proves: later runs leave them out.
     claimed: set = set()
     for name in wanted:
-        members = sorted(
-            (n for n in parts.get(name, []) if n["name"] not in claimed), key=lambda n: n["name"]
-        )
         if name not in parts:
             known = ", ".join(sorted(parts)) or "none"
             problems.append(
@@ -108,56 +159,79 @@ def smoke_layout(
                 "set smoke_train_partition to one of them"
             )
             continue
-        accept = _acceptance(members, prefix)
-        if only_pending and not accept:
-            continue
-        usable = [n for n in members if USABLE.match(n["state"])]
-        bad = [n for n in members if not USABLE.match(n["state"])]
-        count = len(accept) or int(nodes) or len(members)
-        if count > len(members):
-            problems.append(
-                f"partition {name} has {len(members)} node(s) "
-                f"({', '.join(n['name'] for n in members)}) but smoke_train_nodes={nodes}; "
-                "lower smoke_train_nodes, or set it to 0 (all)"
+        left = sorted((n for n in parts[name] if n["name"] not in claimed), key=lambda n: n["name"])
+        for kind, members in _kinds(left):
+            label = f"{name}-{kind}" if kind else name
+            what = f"partition {name}" + (f" ({kind} nodes)" if kind else "")
+            accept = _acceptance(members, prefix)
+            if only_pending and not accept:
+                continue
+            usable = [n for n in members if USABLE.match(n["state"])]
+            bad = [n for n in members if not USABLE.match(n["state"])]
+            count = len(accept) or int(nodes) or len(members)
+            if count > len(members):
+                problems.append(
+                    f"{what} has {len(members)} node(s) "
+                    f"({', '.join(n['name'] for n in members)}) but smoke_train_nodes={nodes}; "
+                    "lower smoke_train_nodes, or set it to 0 (all)"
+                )
+                continue
+            if not accept and count > len(usable):
+                listed = "; ".join(
+                    f"{n['name']} is {n['state']}" + (f" ({n['reason']})" if n["reason"] else "")
+                    for n in bad
+                )
+                problems.append(
+                    f"{what}: {listed}. The job would wait for them: mend them "
+                    "(doctor.yml names the cause), or `scontrol update nodename=NODE state=resume`"
+                )
+                continue
+            chosen = sorted(accept, key=lambda n: n["name"]) or usable[:count]
+            gpu_job = any(n["gpus"] > 0 for n in chosen)
+            refused = _request_problems(what, chosen, gpu_job)
+            if refused:
+                problems.extend(refused)
+                continue
+            claimed.update(n["name"] for n in chosen)
+            gpus = {n["name"]: n["gpus"] for n in chosen}
+            runs.append(
+                {
+                    "partition": name,
+                    "kind": kind or ("gpu" if gpu_job else "cpu"),
+                    "label": label,
+                    "nodes": [n["name"] for n in chosen],
+                    "gpus": gpus,
+                    "gpu_job": gpu_job,
+                    "total_gpus": sum(gpus.values()),
+                    "world_size": sum(max(g, 1) for g in gpus.values()),
+                    "pending": [n["name"] for n in chosen if _pending(n, prefix)],
+                    "good": [n["name"] for n in chosen if not _pending(n, prefix)],
+                }
             )
-            continue
-        if not accept and count > len(usable):
-            listed = "; ".join(
-                f"{n['name']} is {n['state']}" + (f" ({n['reason']})" if n["reason"] else "")
-                for n in bad
-            )
-            problems.append(
-                f"partition {name}: {listed}. The job would wait for them: mend them "
-                "(doctor.yml names the cause), or `scontrol update nodename=NODE state=resume`"
-            )
-            continue
-        chosen = sorted(accept, key=lambda n: n["name"]) or usable[:count]
-        with_gpus = [n for n in chosen if n["gpus"] > 0]
-        if with_gpus and len(with_gpus) != len(chosen):
-            problems.append(
-                f"partition {name} mixes GPU nodes ({', '.join(n['name'] for n in with_gpus)}) "
-                f"and CPU-only nodes ({', '.join(n['name'] for n in chosen if not n['gpus'])}); "
-                "one job cannot give one rank per GPU and one per CPU node. Put the CPU-only "
-                "nodes in a partition of their own"
-            )
-            continue
-        claimed.update(n["name"] for n in chosen if _pending(n, prefix))
-        gpus = {n["name"]: n["gpus"] for n in chosen}
-        runs.append(
-            {
-                "partition": name,
-                "nodes": [n["name"] for n in chosen],
-                "gpus": gpus,
-                "gpu_job": bool(with_gpus),
-                "total_gpus": sum(gpus.values()),
-                "world_size": sum(max(g, 1) for g in gpus.values()),
-                "pending": [n["name"] for n in chosen if _pending(n, prefix)],
-                "good": [n["name"] for n in chosen if not _pending(n, prefix)],
-            }
-        )
     return {"runs": runs, "problems": problems}
+
+
+# What srun and sbatch print when Slurm refuses the request itself: no rank
+# ran, and the cause is the launch, not a node.
+REFUSED = re.compile(
+    r"Unable to allocate resources|Requested node configuration is not available"
+    r"|Requested partition configuration not available|Invalid generic resource"
+    r"|Batch job submission failed|More processors requested than permitted"
+    r"|Reason=PartitionConfig|Requested time limit is invalid|cannot be satisfied"
+    r"|Invalid (account|partition|qos)"
+)
+
+
+def launch_refusal(lines: list | str) -> str:
+    """The line in which Slurm refused a launch's request, or '' (a node's failure, or none).
+
+    A job whose request Slurm refused never reached a node: the acceptance gate
+    leaves its pending nodes as they were instead of draining them for it.
+    """
+    text = [lines] if isinstance(lines, str) else [str(line) for line in lines or []]
+    return next((line.strip() for line in text if REFUSED.search(line)), "")
 
 
 class FilterModule:
     def filters(self) -> dict:
-        return {"smoke_layout": smoke_layout}
+        return {"smoke_layout": smoke_layout, "launch_refusal": launch_refusal}

