@@ -107,7 +107,8 @@ def test_a_request_slurm_refuses_leaves_the_node_as_it_was(run_playbook) -> None
         done = run_playbook(
             "smoke_train.yml",
             "-e",
-            '{"smoke_train_modes": ["srun"], "smoke_train_time_limit": 2000}',
+            '{"smoke_train_modes": ["srun"], "smoke_train_time_limit": 2000, '
+            '"smoke_train_immediate": 5}',
         )
         out = " ".join((done.stdout + done.stderr).split())
         assert done.returncode != 0, out[-3000:]
