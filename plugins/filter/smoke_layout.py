@@ -219,6 +219,8 @@ REFUSED = re.compile(
     r"|Batch job submission failed|More processors requested than permitted"
     r"|Reason=PartitionConfig|Requested time limit is invalid|cannot be satisfied"
     r"|Invalid (account|partition|qos)"
+    # The launcher's own step failed before Slurm saw anything.
+    r"|^runuser: |ddp_smoke launcher: "
 )
 
 

@@ -507,10 +507,43 @@ def _summary(files: list[RankFile]) -> Record:
         "first_loss": losses[0],
         "last_loss": losses[-1],
         "elapsed_s": max((v for v in elapsed if isinstance(v, int | float)), default=None),
+        "phases_s": phases([rank_file.record for rank_file in files]),
         **headline(measurements if isinstance(measurements, dict) else {}),
         "gpu_topology": _topologies(files),
         "measurements": measurements if isinstance(measurements, dict) else {},
     }
+
+
+# Where a rank's time goes, by phase (the rank's own step names).
+PHASES = {
+    "rendezvous": ("rendezvous", "identify"),
+    "train": ("train",),
+    "measure": ("sweep", "scaling", "tcp", "throughput"),
+    "teardown": ("teardown",),
+}
+
+
+def phases(records: list[Record]) -> Record:
+    """Seconds per phase, the slowest rank's: rendezvous, checks, train, measure, teardown.
+
+    "checks" is every other step (the collectives' and the model's checks). The
+    time before the first step (the launcher, python, import torch) is not in
+    a rank's own record: the caller subtracts elapsed_s from the launch's wall time.
+    """
+    out: dict[str, float] = {}
+    for record in records:
+        timings = record.get("timings_s")
+        if not isinstance(timings, dict):
+            continue
+        mine: dict[str, float] = {}
+        for step, seconds in timings.items():
+            if not isinstance(seconds, int | float):
+                continue
+            phase = next((p for p, steps in PHASES.items() if step in steps), "checks")
+            mine[phase] = mine.get(phase, 0.0) + float(seconds)
+        for phase, seconds in mine.items():
+            out[phase] = round(max(out.get(phase, 0.0), seconds), 3)
+    return dict(sorted(out.items()))
 
 
 def _topologies(files: list[RankFile]) -> Record | None:

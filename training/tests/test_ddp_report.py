@@ -145,6 +145,7 @@ def test_pass_summary_of_schema_1_files(tmp_path: Path) -> None:
         "first_loss": 0.6,
         "last_loss": 0.2,
         "elapsed_s": 4.0,
+        "phases_s": {},
         **NO_HEADLINE,
         "gpu_topology": None,
         "measurements": {},
@@ -417,3 +418,30 @@ def test_report_runs_without_torch(tmp_path: Path) -> None:
     assert '"verdict": "FAIL"' in proc.stdout
     assert "no rank-*.json files" in proc.stdout
     assert "ModuleNotFoundError" not in proc.stderr
+
+
+def test_phases_are_the_slowest_ranks_time_per_phase() -> None:
+    from ddp_smoke.judge import phases
+
+    records = [
+        {
+            "timings_s": {
+                "rendezvous": 0.1,
+                "identify": 0.01,
+                "train": 3.0,
+                "sweep": 0.7,
+                "tcp": 0.1,
+                "params_identical": 0.002,
+                "teardown": 0.001,
+            }
+        },
+        {"timings_s": {"rendezvous": 0.5, "train": 2.5, "all_reduce_float32_size_1024": 0.01}},
+        {"no": "timings"},
+    ]
+    assert phases(records) == {
+        "checks": 0.01,
+        "measure": 0.8,
+        "rendezvous": 0.5,
+        "teardown": 0.001,
+        "train": 3.0,
+    }
