@@ -24,7 +24,7 @@ COMPONENTS = {
         "Ask the doctor why nodes are not usable",
     },
     "accounting": {"slurm_dbd", "slurm_daemons", "slurm_controller"},
-    "shared_fs": {"nfs_server", "shared_fs"},
+    "shared_fs": {"nfs_server", "shared_fs", "lab_users"},
     "users": {"lab_users"},
     "cuda": {"cuda"},
     "pytorch": {"pytorch"},

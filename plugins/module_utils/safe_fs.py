@@ -17,6 +17,7 @@ and never entered by root afterwards.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import pwd
 import stat
@@ -213,8 +214,9 @@ def clean_files(dir_fd: int, keep: set[str]) -> list[str]:
     return sorted(removed)
 
 
-def read_trusted_files(anchor: str, path: str) -> dict:
-    """{name: content} of root's regular files in the trusted folder `path`.
+def read_trusted_files(anchor: str, path: str, digest: bool = False) -> dict:
+    """{name: content} of root's regular files in the trusted folder `path`
+    ({name: SHA-1 of the content} with digest).
 
     {"error": why} when the folder is not trusted (nothing is read then),
     {} when it is missing. A file that is not root's own is skipped.
@@ -231,9 +233,12 @@ def read_trusted_files(anchor: str, path: str) -> dict:
             if entry.name.startswith("."):
                 continue
             try:
-                out["files"][entry.name] = read_file(fd, entry.name)
+                text = read_file(fd, entry.name)
             except (UnsafePath, OSError):
                 continue
+            out["files"][entry.name] = (
+                hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest() if digest else text
+            )
     finally:
         os.close(fd)
     return out

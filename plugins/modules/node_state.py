@@ -51,6 +51,21 @@ options:
     type: list
     elements: dict
     default: []
+  users_refuse:
+    description: >-
+      Fail, naming the node and both identities, where a name or id of O(users)
+      is someone else's here (and, with O(users_manage=false), where one is missing).
+    type: bool
+    default: false
+  users_manage:
+    description: Whether site.yml creates missing users (false - a directory service gives them).
+    type: bool
+    default: true
+  users_extra:
+    description: Names of O(users) created even with O(users_manage=false) (the proof account).
+    type: list
+    elements: str
+    default: []
   shared_root:
     description: The shared mount point, anchor of shared_dirs and shared_reads.
     type: path
@@ -67,6 +82,13 @@ options:
     description: >-
       Folders of root's below shared_root whose root-owned files to return
       (as the shared_tree module reads them; nothing else is read).
+    type: list
+    elements: path
+    default: []
+  shared_hashes:
+    description: >-
+      Like O(shared_reads), the SHA-1 of each file instead of its content
+      (in the same result, state.shared_reads).
     type: list
     elements: path
     default: []
@@ -283,6 +305,21 @@ def slurm_node() -> tuple[dict | None, str]:
         return None, str(exc)
 
 
+def refusals(plan: dict, host: str, manage: bool, extra: list[str]) -> list[str]:
+    """Why this node cannot take the lab's users: a name or id someone else holds, or
+    (users from a directory service) a user the directory does not give."""
+    out = list(plan["conflicts"])
+    if not manage:
+        out += [
+            f"{host}: user {u['name']} (cluster_users) does not exist here and "
+            "cluster_users_manage is false. Fix: add it to the directory service with its "
+            "uid, or set cluster_users_manage: true"
+            for u in plan["users"]
+            if str(u["name"]) not in extra
+        ]
+    return out
+
+
 def dir_state(root: str, spec: dict) -> str:
     """ "ok" when the folder is there as wanted below folders of root's; else why not."""
     path = os.path.normpath(os.path.join(root, str(spec["path"])))
@@ -322,9 +359,13 @@ def main() -> None:
             "masked": {"type": "list", "elements": "dict", "default": []},
             "slurm_node": {"type": "bool", "default": False},
             "users": {"type": "list", "elements": "dict", "default": []},
+            "users_refuse": {"type": "bool", "default": False},
+            "users_manage": {"type": "bool", "default": True},
+            "users_extra": {"type": "list", "elements": "str", "default": []},
             "shared_root": {"type": "path", "default": "/shared"},
             "shared_dirs": {"type": "list", "elements": "dict", "default": []},
             "shared_reads": {"type": "list", "elements": "path", "default": []},
+            "shared_hashes": {"type": "list", "elements": "path", "default": []},
         },
         supports_check_mode=True,
     )
@@ -350,12 +391,19 @@ def main() -> None:
     if p["users"]:
         host = socket.gethostname().split(".")[0]
         state["users"] = plan_identities(p["users"], read_identities(p["users"]), host)
+        problems = refusals(state["users"], host, p["users_manage"], p["users_extra"])
+        if p["users_refuse"] and problems:
+            # Before site.yml changes anything on any node (the play is any_errors_fatal).
+            module.fail_json(msg=" | ".join(problems), problems=problems, state=state)
     state["shared_dirs"] = {
         str(spec["path"]): dir_state(p["shared_root"], spec) for spec in p["shared_dirs"]
     }
     state["shared_reads"] = {
         path: read_trusted_files(p["shared_root"], path) for path in p["shared_reads"]
     }
+    state["shared_reads"].update(
+        {path: read_trusted_files(p["shared_root"], path, True) for path in p["shared_hashes"]}
+    )
     # As slurm_node_info sets it (cached with the other facts).
     facts = {"slurm_node": state["slurm_node"]} if state["slurm_node"] else {}
     module.exit_json(changed=False, state=state, ansible_facts=facts)

@@ -80,8 +80,8 @@ def test_a_user_made_by_hand_with_another_uid_is_named_then_refused(run_playbook
         out = " ".join((site.stdout + site.stderr).split())
         assert site.returncode != 0, out[-3000:]
         assert "node2: user alice has uid 2102 here, the inventory gives uid 2001" in out
-        # Refused at the probe: no role ran, nothing changed anywhere.
-        assert "Check the lab's users against this node" in out
+        # Refused by the probe, before any role ran: nothing changed anywhere.
+        assert "Probe the node (packages, units, files, hardware)" in out
         assert "Users and groups, one identity on every node" not in out
     finally:
         node2.run("userdel alice")
