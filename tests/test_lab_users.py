@@ -330,3 +330,31 @@ def test_nfs_exports_that_would_open_the_share_are_refused_up_front(export, expe
     hv = {"ctl": {"nfs_server_exports": [export]}, "node1": {}}
     found_ = ic.inventory_problems(hv, {**GROUPS, "nfs_server": ["ctl"]})
     assert any(expected in p for p in found_), found_
+
+
+# --- the probe's refusals and its listing of the users' folders -----------------
+
+
+def test_the_probe_refuses_conflicts_and_in_directory_mode_missing_users() -> None:
+    import node_state
+
+    plan = {"conflicts": ["node2: user alice has uid 2102 here"], "users": [BOB, {"name": "p"}]}
+    assert node_state.refusals(plan, "node2", True, ["p"]) == [
+        "node2: user alice has uid 2102 here"
+    ]
+    missing = node_state.refusals({**plan, "conflicts": []}, "node2", False, ["p"])
+    assert len(missing) == 1 and missing[0].startswith("node2: user bob (cluster_users) does not")
+
+
+@needs_root
+def test_the_users_folders_are_listed_without_following_a_link(anchor: Path) -> None:
+    import node_state
+
+    home = anchor / "home"
+    home.mkdir(mode=0o755)
+    (home / "alice").mkdir()
+    (home / "dave").mkdir()
+    assert node_state.list_trusted(str(anchor), str(home)) == ["alice", "dave"]
+    home.rename(anchor / "home.real")
+    (anchor / "home").symlink_to(anchor / "home.real")
+    assert node_state.list_trusted(str(anchor), str(home)) == []

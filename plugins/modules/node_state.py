@@ -92,6 +92,11 @@ options:
     type: list
     elements: path
     default: []
+  shared_list:
+    description: >-
+      A folder of root's below shared_root whose entries to name (the users'
+      folders: those of users no longer in the inventory are reported).
+    type: path
   slurm_node:
     description: >-
       Report slurmd -C and the GPUs where slurmd is installed, also as the fact
@@ -320,6 +325,18 @@ def refusals(plan: dict, host: str, manage: bool, extra: list[str]) -> list[str]
     return out
 
 
+def list_trusted(root: str, path: str) -> list[str]:
+    """The names in root's folder `path` (the users' folders), without following a link."""
+    try:
+        fd = open_trusted(root, path)
+    except (UnsafePath, OSError):
+        return []
+    try:
+        return sorted(entry.name for entry in os.scandir(fd) if not entry.name.startswith("."))
+    finally:
+        os.close(fd)
+
+
 def dir_state(root: str, spec: dict) -> str:
     """ "ok" when the folder is there as wanted below folders of root's; else why not."""
     path = os.path.normpath(os.path.join(root, str(spec["path"])))
@@ -366,6 +383,7 @@ def main() -> None:
             "shared_dirs": {"type": "list", "elements": "dict", "default": []},
             "shared_reads": {"type": "list", "elements": "path", "default": []},
             "shared_hashes": {"type": "list", "elements": "path", "default": []},
+            "shared_list": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -401,6 +419,9 @@ def main() -> None:
     state["shared_reads"] = {
         path: read_trusted_files(p["shared_root"], path) for path in p["shared_reads"]
     }
+    state["shared_list"] = (
+        list_trusted(p["shared_root"], p["shared_list"]) if p["shared_list"] else []
+    )
     state["shared_reads"].update(
         {path: read_trusted_files(p["shared_root"], path, True) for path in p["shared_hashes"]}
     )
