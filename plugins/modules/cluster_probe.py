@@ -102,8 +102,8 @@ EXAMPLES = r"""
     controller: "{{ item == 'ctl' }}"
     compute: "{{ item != 'ctl' }}"
     shared_path: /shared
-    job_user: alice
-    token_dir: /shared/.cluster-doctor
+    job_user: clusterproof
+    token_dir: /shared/.cluster/runs/doctor
     run_id: "20261202T1200"
     name: "{{ item }}"
     token: "20261202T1200-{{ item }}"
