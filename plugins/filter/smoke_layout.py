@@ -83,8 +83,10 @@ def _acceptance(members: list, prefix: str) -> list:
 
 
 def _claim_order(members: list, name: str, prefix: str) -> tuple:
+    """Partitions with the most pending nodes first, then the larger ones: a node in
+    several partitions is proven once, in the largest job that holds it."""
     pending = sum(_pending(n, prefix) for n in members)
-    return (-pending, -len(members) if pending else 0, name)
+    return (-pending, -len(members), name)
 
 
 def _request_problems(label: str, chosen: list, gpu_job: bool) -> list:
@@ -140,7 +142,8 @@ def smoke_layout(
     if request == "all":
         # Partitions with the most nodes awaiting acceptance first, then the
         # larger ones: a node in two partitions is proven once, in the job
-        # most likely to have a known-good node beside it (see claimed).
+        # most likely to have a known-good node beside it (see claimed), and
+        # in the larger job otherwise.
         wanted = sorted(parts, key=lambda p: _claim_order(parts[p], p, prefix))
     elif request:
         wanted = [request]
