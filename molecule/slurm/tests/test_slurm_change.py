@@ -59,12 +59,14 @@ def test_accounts_and_qos_from_inventory() -> None:
         "sacctmgr --noheader --parsable2 show association where account=lab format=Account,User,QOS"
     )
     # The users come from cluster_users (inventory/local/group_vars/slurm_cluster/users.yml).
-    assert sorted(assoc.splitlines()) == [
-        "lab||gpu-hours,normal",
-        "lab|alice|gpu-hours,normal",
-        "lab|bob|gpu-hours,normal",
-        "lab|carol|gpu-hours,normal",
-    ]
+    assert sorted(assoc.splitlines()) == sorted(
+        [
+            "lab||gpu-hours,normal",
+            "lab|alice|gpu-hours,normal",
+            "lab|bob|gpu-hours,normal",
+            "lab|carol|gpu-hours,normal",
+        ]
+    )
 
 
 def test_slurmdbd_secrets_are_private() -> None:
