@@ -336,13 +336,12 @@ def test_nfs_exports_that_would_open_the_share_are_refused_up_front(export, expe
 
 
 def test_the_probe_refuses_conflicts_and_in_directory_mode_missing_users() -> None:
-    import node_state
 
     plan = {"conflicts": ["node2: user alice has uid 2102 here"], "users": [BOB, {"name": "p"}]}
-    assert node_state.refusals(plan, "node2", True, ["p"]) == [
+    assert identities.refusals(plan, "node2", True, ["p"]) == [
         "node2: user alice has uid 2102 here"
     ]
-    missing = node_state.refusals({**plan, "conflicts": []}, "node2", False, ["p"])
+    missing = identities.refusals({**plan, "conflicts": []}, "node2", False, ["p"])
     assert len(missing) == 1 and missing[0].startswith("node2: user bob (cluster_users) does not")
 
 

@@ -134,3 +134,21 @@ def plan_identities(users: list[dict], found: dict, host: str) -> dict:
         "users": new_users,
         "add_groups": add_groups,
     }
+
+
+def refusals(plan: dict, host: str, manage: bool, extra: list[str] | set[str]) -> list[str]:
+    """Why this node cannot take the lab's users: a name or id someone else holds, or
+    (users from a directory service, manage false) a user the directory does not give.
+
+    extra: names created even with manage false (the proof account).
+    """
+    out = list(plan["conflicts"])
+    if not manage:
+        out += [
+            f"{host}: user {u['name']} (cluster_users) does not exist here and "
+            "cluster_users_manage is false. Fix: add it to the directory service (LDAP/SSSD) "
+            "with that uid, or set cluster_users_manage: true"
+            for u in plan["users"]
+            if str(u["name"]) not in extra
+        ]
+    return out

@@ -105,6 +105,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.identities import (
     plan_identities,
     read_identities,
+    refusals,
 )
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.safe_fs import (
     UnsafePath,
@@ -228,16 +229,9 @@ def main() -> None:
     users = p["users"] + p["extra_users"]
     found = read_identities(users)
     plan = plan_identities(users, found, host)
-    problems = list(plan["conflicts"])
     extra = {str(u["name"]) for u in p["extra_users"]}
+    problems = refusals(plan, host, p["manage"], extra)
     if not p["manage"]:
-        problems += [
-            f"{host}: user {u['name']} (cluster_users) does not exist here and "
-            "cluster_users_manage is false. Fix: add it to the directory service (LDAP/SSSD) "
-            "with that uid, or set cluster_users_manage: true"
-            for u in plan["users"]
-            if str(u["name"]) not in extra
-        ]
         plan["users"] = [u for u in plan["users"] if str(u["name"]) in extra]
         wanted = {str(u.get("group") or u["name"]) for u in plan["users"]}
         plan["groups"] = [g for g in plan["groups"] if g["name"] in wanted]

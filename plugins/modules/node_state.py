@@ -157,6 +157,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.identities import (
     plan_identities,
     read_identities,
+    refusals,
 )
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.safe_fs import (
     UnsafePath,
@@ -308,21 +309,6 @@ def slurm_node() -> tuple[dict | None, str]:
         return read_node(run, slurmd, shutil.which("nvidia-smi")), ""
     except ValueError as exc:
         return None, str(exc)
-
-
-def refusals(plan: dict, host: str, manage: bool, extra: list[str]) -> list[str]:
-    """Why this node cannot take the lab's users: a name or id someone else holds, or
-    (users from a directory service) a user the directory does not give."""
-    out = list(plan["conflicts"])
-    if not manage:
-        out += [
-            f"{host}: user {u['name']} (cluster_users) does not exist here and "
-            "cluster_users_manage is false. Fix: add it to the directory service with its "
-            "uid, or set cluster_users_manage: true"
-            for u in plan["users"]
-            if str(u["name"]) not in extra
-        ]
-    return out
 
 
 def list_trusted(root: str, path: str) -> list[str]:
