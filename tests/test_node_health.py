@@ -1,0 +1,378 @@
+"""The node health program (plugins/module_utils/node_health.py) on recorded outputs.
+
+GPU checks run against tests/fixtures/health/<machine>/ through the fake
+nvidia-smi there (the recorded answers of the two queries the program asks),
+healthy and faulty; the drain rule (``decide``) case by case; and main()
+end to end with a stand-in scontrol that records what the program asks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+
+import node_health as nh  # noqa: E402
+
+FIX = Path(__file__).resolve().parent / "fixtures" / "health"
+FAKE_SMI = str(FIX / "fake-nvidia-smi")
+PREFIX = "health:"
+
+# Every check id must be made to FAIL by some case below (a new check
+# needs its fault fixture): filled by the cases, asserted at the end.
+FAILED_IDS: set[str] = set()
+
+
+def cfg(**kw) -> dict:
+    base = {**nh.DEFAULTS, "node": "node1", "timeout_s": 3.0}
+    base.update(kw)
+    return base
+
+
+def by_id(results: list[nh.Result]) -> dict[str, nh.Result]:
+    out = {r.id: r for r in results}
+    FAILED_IDS.update(r.id for r in results if r.status == "FAIL")
+    return out
+
+
+@pytest.fixture
+def gpus(monkeypatch: pytest.MonkeyPatch):
+    """Point the program at a fixture machine: its fake nvidia-smi answers, N device files."""
+
+    def use(machine: str, devices: int | None = None) -> dict:
+        rows = (FIX / machine / "query-gpu.csv").read_text().strip().splitlines()
+        count = len(rows) if devices is None else devices
+        monkeypatch.setenv("FAKE_GPU_DIR", str(FIX / machine))
+        monkeypatch.setattr(nh, "gpu_devices", lambda: [f"nvidia{i}" for i in range(count)])
+        return cfg(gpus=len(rows), nvidia_smi=FAKE_SMI, kernel_log=str(FIX / "kmsg-none.txt"))
+
+    return use
+
+
+GPU_IDS = ("gpu.smi", "gpu.count", "gpu.ecc", "gpu.persistence", "gpu.throttle")
+
+
+@pytest.mark.parametrize("machine", ["h200", "h100", "a100", "rtx4090"])
+def test_healthy_gpu_machines_pass_every_gpu_check(gpus, machine: str) -> None:
+    res = by_id(nh.run_checks(gpus(machine), only=list(GPU_IDS)))
+    assert {i: r.status for i, r in res.items()} == dict.fromkeys(GPU_IDS, "PASS")
+
+
+@pytest.mark.parametrize(
+    ("machine", "check", "words"),
+    [
+        (
+            "h100-ecc",
+            "gpu.ecc",
+            ["GPU 3 (00000000:61:00.0) has 2 uncorrectable ECC", "row remap pending"],
+        ),
+        ("a100-remap-failed", "gpu.ecc", ["GPU 6", "row remapping failed (replace the GPU)"]),
+        ("h200-throttle", "gpu.throttle", ["GPU 5: HW thermal slowdown"]),
+        ("rtx4090-persistence-off", "gpu.persistence", ["persistence mode is off on GPU 0"]),
+    ],
+)
+def test_faulty_gpu_machines_fail_the_named_check(gpus, machine, check, words) -> None:
+    res = by_id(nh.run_checks(gpus(machine), only=list(GPU_IDS)))
+    assert res[check].status == "FAIL", res[check]
+    for word in words:
+        assert word in res[check].message
+    assert res[check].fix
+    others = [i for i, r in res.items() if r.status != "PASS" and i != check]
+    assert others == []
+
+
+def test_a_missing_device_fails_the_count(gpus) -> None:
+    res = by_id(nh.run_checks(gpus("h100", devices=7), only=list(GPU_IDS)))
+    assert res["gpu.count"].status == "FAIL"
+    assert res["gpu.count"].message == "7 GPU devices, gres says 8: /dev/nvidia7 missing"
+
+
+def test_nvidia_smi_failing_explains_the_checks_that_read_it(gpus, tmp_path, monkeypatch) -> None:
+    broken = tmp_path / "gpu"
+    broken.mkdir()
+    (broken / "fail").write_text(
+        "Unable to determine the device handle for GPU0000:18:00.0: Unknown Error\n"
+    )
+    conf = gpus("h200")
+    monkeypatch.setenv("FAKE_GPU_DIR", str(broken))
+    res = by_id(nh.run_checks(conf, only=list(GPU_IDS)))
+    assert res["gpu.smi"].status == "FAIL"
+    assert "Unknown Error" in res["gpu.smi"].message
+    for check in ("gpu.ecc", "gpu.persistence", "gpu.throttle"):
+        assert (res[check].status, res[check].caused_by) == ("SKIP", "gpu.smi")
+
+
+def test_a_hung_nvidia_smi_is_cut_at_the_timeout(gpus, tmp_path, monkeypatch) -> None:
+    hung = tmp_path / "gpu"
+    hung.mkdir()
+    (hung / "hang").write_text("")
+    conf = gpus("rtx4090") | {"timeout_s": 0.5}
+    monkeypatch.setenv("FAKE_GPU_DIR", str(hung))
+    res = by_id(nh.run_checks(conf, only=["gpu.smi"]))
+    assert res["gpu.smi"].status == "FAIL"
+    assert "no answer in 0.5 s" in res["gpu.smi"].message
+
+
+def test_xid_79_fails_until_acknowledged_and_application_xids_only_warn(gpus) -> None:
+    conf = gpus("h200") | {"kernel_log": str(FIX / "kmsg-xid79.txt")}
+    state: dict = {}
+    first = by_id(nh.run_checks(conf, state, only=["gpu.xid"]))["gpu.xid"]
+    assert first.status == "FAIL"
+    assert "Xid 79 on 0000:3a:00 (GPU has fallen off the bus)" in first.message
+    # Still there at the next run: a fallen GPU does not heal by itself.
+    assert nh.run_checks(conf, state, only=["gpu.xid"])[0].status == "FAIL"
+    acked = nh.run_checks(conf | {"_ack_xid": True}, state, only=["gpu.xid"])[0]
+    assert acked.status == "PASS"
+    assert nh.run_checks(conf, state, only=["gpu.xid"])[0].status == "PASS"
+    app = nh.run_checks(conf | {"kernel_log": str(FIX / "kmsg-xid13.txt")}, {}, only=["gpu.xid"])
+    assert app[0].status == "WARN"
+    assert "Xid 13 on 0000:18:00" in app[0].message
+
+
+def test_disk_below_its_threshold_fails_with_the_numbers(tmp_path) -> None:
+    res = by_id(nh.run_checks(cfg(disk_free_mib={str(tmp_path): 10**9}), only=["disk.free"]))
+    assert res["disk.free"].status == "FAIL"
+    assert f"{tmp_path} has " in res["disk.free"].message
+    assert "(threshold 976562.5 GiB)" in res["disk.free"].message
+    ok = nh.run_checks(cfg(disk_free_mib={str(tmp_path): 1}), only=["disk.free"])
+    assert ok[0].status == "PASS"
+
+
+def test_config_fetched_compares_slurmds_copy_with_the_controllers(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(nh, "CONFIGLESS_DIR", str(tmp_path / "none"))
+    (tmp_path / "slurm.conf").write_text("ClusterName=lab\n")
+    settings = tmp_path / "health.json"
+    settings.write_text("{}")
+    conf = cfg(conf_dir=str(tmp_path), _config_path=str(settings))
+    good = nh.sha1_file(str(tmp_path / "slurm.conf"))
+    assert (
+        nh.run_checks(conf | {"slurm_conf_sha1": good}, only=["config.fetched"])[0].status == "PASS"
+    )
+    stale = nh.run_checks(conf | {"slurm_conf_sha1": "0" * 40}, only=["config.fetched"])[0]
+    # health.json was just written: a reconfigure may be on its way.
+    assert stale.status == "WARN"
+    os.utime(settings, (0, 0))
+    stale = by_id(nh.run_checks(conf | {"slurm_conf_sha1": "0" * 40}, only=["config.fetched"]))
+    assert stale["config.fetched"].status == "FAIL"
+    assert "slurmd runs a stale config" in stale["config.fetched"].message
+
+
+def test_the_shared_token_is_read_only_from_roots_own_files(tmp_path) -> None:
+    check = tmp_path / "check"
+    check.mkdir(mode=0o755)
+    assert nh.read_token(str(check)) == f"no token file in {check}"
+    (check / "123-3").write_text("123-3")
+    if os.geteuid() == 0:
+        assert nh.read_token(str(check)) == ""
+    # A link in place of the folder is not followed.
+    link = tmp_path / "link"
+    link.symlink_to(check)
+    assert "Too many levels of symbolic links" in nh.read_token(str(link)) or "Not a directory" in (
+        nh.read_token(str(link))
+    )
+    check.chmod(0o777)
+    assert nh.read_token(str(check)) == f"{check} is not root's own folder"
+
+
+def test_shared_fs_names_a_local_folder_in_place_of_the_mount(tmp_path) -> None:
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    res = by_id(nh.run_checks(cfg(shared_path=str(folder)), only=["shared.fs"]))
+    assert res["shared.fs"].status == "FAIL"
+    assert res["shared.fs"].message.startswith(f"{folder} is not mounted: a local folder of ")
+
+
+def test_munge_failing_is_named(monkeypatch) -> None:
+    monkeypatch.setattr(
+        nh, "run", _fake_run({"munge": (1, "", "munge: Error: Failed to access socket")})
+    )
+    res = by_id(nh.run_checks(cfg(), only=["munge.local"]))
+    assert res["munge.local"].status == "FAIL"
+    assert res["munge.local"].message == (
+        "munged is inactive: munge -n failed (munge: Error: Failed to access socket)"
+    )
+
+
+def test_clock_without_a_time_service_fails_outside_a_container(monkeypatch) -> None:
+    monkeypatch.setattr(nh, "run", _fake_run({"systemctl": (3, "inactive\ninactive\n", "")}))
+    monkeypatch.setattr(nh, "in_container", lambda: False)
+    res = by_id(nh.run_checks(cfg(), only=["clock.sync"]))
+    assert res["clock.sync"].status == "FAIL"
+    assert "no time service is active" in res["clock.sync"].message
+    tracking = (
+        "A9FEA97B,169.254.169.123,3,1796212800.1,-2.5,0.1,0.1,1.0,0.0,0.1,0.0,0.0,64.0,Normal"
+    )
+    monkeypatch.setattr(
+        nh,
+        "run",
+        _fake_run({"systemctl": (0, "active\ninactive\n", ""), "chronyc": (0, tracking, "")}),
+    )
+    res = by_id(nh.run_checks(cfg(), only=["clock.sync"]))
+    assert res["clock.sync"].message == "clock is 2.500 s off (chrony; limit 1 s)"
+
+
+def _fake_run(answers: dict):
+    def fake(argv, timeout=10, stdin=None, **kw):
+        rc, out, err = answers.get(argv[0], (0, "inactive\n", ""))
+        return {"rc": rc, "out": out, "err": err}
+
+    return fake
+
+
+# ------------------------------------------------------------------ the drain rule
+
+FAIL = [
+    nh.Result("shared.fs", "FAIL", "/shared is tmpfs (tmpfs), not the cluster's shared filesystem")
+]
+PASS = [nh.Result("shared.fs", "PASS", "ok")]
+
+
+def node(state: str, reason: str = "") -> dict:
+    return nh.parse_node(f"NodeName=node2 Arch=x86_64 State={state} Reason={reason or 'none'}")
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "results", "action"),
+    [
+        ("IDLE", "", FAIL, "drain"),
+        ("MIXED", "", FAIL, "drain"),
+        ("IDLE", "", PASS, "none"),
+        ("IDLE+DRAIN", f"health: shared.fs: {FAIL[0].message}", PASS, "resume"),
+        ("IDLE+DRAIN", "health: disk.free: / has 10 MiB free", FAIL, "update"),
+        # The admin's drain and the acceptance gate's are never lifted or rewritten.
+        ("IDLE+DRAIN", "fan swap, back Monday [root@2026-12-02T10:00:00]", PASS, "kept"),
+        ("IDLE+DRAIN", "fan swap, back Monday", FAIL, "kept"),
+        ("DRAINING", "acceptance: pending", PASS, "kept"),
+        ("IDLE+DRAIN", "acceptance: pending", FAIL, "kept"),
+        ("DOWN+DRAIN+NOT_RESPONDING", "Kill task failed", PASS, "kept"),
+        ("IDLE+DRAIN", "health: flapping: drained 3 times in 60 min", PASS, "none"),
+    ],
+)  # fmt: skip
+def test_the_drain_rule(state, reason, results, action) -> None:
+    got, why = nh.decide(node(state, reason), results, PREFIX, [], 1000.0, 3, 3600)
+    assert got == action
+    if action in ("drain", "update"):
+        assert why.startswith("health: ")
+        assert why == nh.drain_reason(results, PREFIX)
+
+
+def test_the_drain_reason_names_the_first_failure_and_counts_the_rest() -> None:
+    results = [
+        *FAIL,
+        nh.Result("disk.free", "FAIL", "/ has 10 MiB free"),
+        nh.Result("clock.sync", "FAIL", "x"),
+    ]
+    assert nh.drain_reason(results, PREFIX) == (
+        "health: shared.fs: /shared is tmpfs (tmpfs), not the cluster's shared filesystem"
+        " (+2 more: disk.free, clock.sync)"
+    )
+
+
+def test_a_node_drained_three_times_in_the_window_stays_drained_as_flapping() -> None:
+    ours = node("IDLE+DRAIN", "health: shared.fs: gone")
+    action, reason = nh.decide(ours, PASS, PREFIX, [100.0, 900.0, 1700.0], 2000.0, 3, 3600)
+    assert action == "flapping"
+    assert reason.startswith(
+        "health: flapping: drained 3 times in 60 min, last for shared.fs: gone"
+    )
+    # Outside the window the old drains do not count.
+    assert nh.decide(ours, PASS, PREFIX, [100.0, 900.0, 1700.0], 9000.0, 3, 3600)[0] == "resume"
+
+
+def test_parse_node_strips_the_user_and_time_from_the_reason() -> None:
+    got = nh.parse_node(
+        "NodeName=node2 Arch=x86_64 CoresPerSocket=1 State=IDLE+DRAIN ThreadsPerCore=1 "
+        "Reason=health: shared.fs: /shared is tmpfs [root@2026-12-02T06:00:01] Comment=(null)"
+    )
+    assert got["reason"] == "health: shared.fs: /shared is tmpfs"
+    assert got["flags"] == {"IDLE", "DRAIN"}
+
+
+# ------------------------------------------------------------------ the program end to end
+
+
+# The host running the tests has no munged; its clock is the host's.
+SKIP = ["munge.local", "clock.sync"]
+
+
+@pytest.fixture
+def slurm(tmp_path, monkeypatch):
+    """A stand-in scontrol: `show node` prints state/reason files, `update` is logged."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "state").write_text("IDLE")
+    (tmp_path / "reason").write_text("none")
+    script = bin_dir / "scontrol"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'd="{tmp_path}"\n'
+        'if [ "$1" = --oneliner ]; then printf "NodeName=%s State=%s Reason=%s\\n" "$4" '
+        '"$(cat "$d/state")" "$(cat "$d/reason")"; exit 0; fi\n'
+        'printf "%s\\n" "$*" >> "$d/updates"\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return tmp_path
+
+
+def test_main_drains_on_fail_then_resumes_on_pass_and_keeps_events(slurm, tmp_path) -> None:
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    settings = tmp_path / "health.json"
+    states = tmp_path / "var"
+    settings.write_text(
+        json.dumps({"node": "node2", "disk_free_mib": {str(disk): 10**9}, "skip": SKIP})
+    )
+    argv = ["--config", str(settings), "--state-dir", str(states)]
+    assert nh.main([*argv, "--json"]) == 1
+    last = json.loads((states / "last.json").read_text())
+    assert last["verdict"] == "FAIL"
+    assert last["action"] == "drain"
+    assert last["reason"].startswith("health: disk.free: ")
+    update = (slurm / "updates").read_text().splitlines()
+    assert update == [f"update nodename=node2 state=drain reason={last['reason']}"]
+    # Slurm now shows the drain; the disk is freed; one passing run lifts it.
+    (slurm / "state").write_text("IDLE+DRAIN")
+    (slurm / "reason").write_text(last["reason"])
+    settings.write_text(
+        json.dumps({"node": "node2", "disk_free_mib": {str(disk): 1}, "skip": SKIP})
+    )
+    assert nh.main(argv) == 0
+    assert (slurm / "updates").read_text().splitlines()[-1] == "update nodename=node2 state=resume"
+    events = [json.loads(x) for x in (states / "events.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events] == ["drain", "resume"]
+    assert json.loads((states / "last.json").read_text())["run_s"] < 5
+
+
+def test_main_with_no_drain_changes_no_node_state(slurm, tmp_path) -> None:
+    settings = tmp_path / "health.json"
+    settings.write_text(
+        json.dumps({"node": "node2", "disk_free_mib": {str(tmp_path): 10**9}, "skip": SKIP})
+    )
+    assert (
+        nh.main(["--config", str(settings), "--state-dir", str(tmp_path / "v"), "--no-drain"]) == 1
+    )
+    assert not (slurm / "updates").exists()
+    assert json.loads((tmp_path / "v" / "last.json").read_text())["action"] == "would drain"
+
+
+def test_a_bad_setting_is_refused_by_name(tmp_path, capsys) -> None:
+    settings = tmp_path / "health.json"
+    settings.write_text(json.dumps({"node": "n", "disk_free": 1}))
+    assert nh.main(["--config", str(settings), "--state-dir", str(tmp_path)]) == 2
+    assert "unknown settings disk_free" in capsys.readouterr().err
+    settings.write_text(json.dumps({"node": "n", "skip": ["gpu.ecc", "gpu.nope"]}))
+    assert nh.main(["--config", str(settings), "--state-dir", str(tmp_path)]) == 2
+    assert "skip names no check gpu.nope (checks: munge.local," in capsys.readouterr().err
+
+
+def test_every_check_has_a_fault_case() -> None:
+    """Runs last in this file: each registry check failed in at least one case above."""
+    assert set(nh.CHECK_IDS) - FAILED_IDS == set()
