@@ -1,0 +1,410 @@
+"""The monitoring role: the textfile collector on fixtures, promtool on its output, the
+alert rules (promtool check/test rules), Prometheus' configuration, the report tasks.
+
+promtool comes from Debian's `prometheus` package (make test's host step installs
+it); the tests that need it skip, saying so, where it is absent.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jinja2
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+ROLE = ROOT / "roles" / "monitoring"
+FIXTURES = ROOT / "tests" / "fixtures"
+MON = FIXTURES / "monitoring"
+PROMTOOL = shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(
+    PROMTOOL is None, reason="promtool absent (Debian package prometheus)"
+)
+
+
+def load_collector():
+    path = ROLE / "files" / "slurm_cluster_textfile.py"
+    spec = importlib.util.spec_from_file_location("slurm_cluster_textfile", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+C = load_collector()
+
+
+def parse(text: str) -> dict[tuple[str, frozenset], float]:
+    """Exposition text -> {(name, labels): value}."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        head, value = line.rsplit(" ", 1)
+        name, _, labels = head.partition("{")
+        pairs = frozenset(
+            (p.split("=", 1)[0], p.split("=", 1)[1].strip('"'))
+            for p in labels.rstrip("}").split('",')
+            if p
+        )
+        out[(name, frozenset((k, v.strip('"')) for k, v in pairs))] = float(value)
+    return out
+
+
+def sample(metrics: dict, name: str, **labels: str) -> float:
+    return metrics[(name, frozenset(labels.items()))]
+
+
+def promtool_metrics(text: str) -> None:
+    out = subprocess.run(
+        [PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+# --------------------------------------------------------------------------- slurm
+
+
+def slurm_text() -> str:
+    m = C.Metrics()
+    C.node_metrics(m, (MON / "scontrol-show-node.txt").read_text(), "acceptance:", "health: ")
+    now = time.mktime(time.strptime("2026-12-02T05:30:00", "%Y-%m-%dT%H:%M:%S"))
+    C.job_metrics(m, (MON / "squeue.txt").read_text(), now)
+    return m.render()
+
+
+def test_slurm_nodes_states_and_drain_reasons() -> None:
+    got = parse(slurm_text())
+    assert sample(got, "slurm_node_state", node="node1", state="mixed") == 1
+    assert sample(got, "slurm_node_state", node="node2", state="drained") == 1
+    assert sample(got, "slurm_node_state", node="node4", state="down") == 1
+    assert sample(got, "slurm_node_drained", node="node2", reason_kind="health") == 1
+    assert sample(got, "slurm_node_drained", node="node3", reason_kind="acceptance") == 1
+    assert sample(got, "slurm_node_drained", node="node4", reason_kind="admin") == 1
+    assert sample(got, "slurm_node_drained", node="node1", reason_kind="none") == 0
+    assert sample(got, "slurm_node_down", node="node4") == 1
+    assert sample(got, "slurm_nodes_unavailable", reason_kind="health") == 1
+    assert sample(got, "slurm_nodes", state="drained") == 2
+
+
+def test_slurm_cpus_gpus_jobs_and_pending_time() -> None:
+    got = parse(slurm_text())
+    assert sample(got, "slurm_node_cpus", node="node1") == 2
+    assert sample(got, "slurm_node_cpus_allocated", node="node1") == 1
+    assert sample(got, "slurm_node_gpus", node="node1") == 1
+    assert sample(got, "slurm_node_gpus_allocated", node="node1") == 1
+    assert sample(got, "slurm_node_gpus", node="node4") == 0
+    assert sample(got, "slurm_jobs", state="pending", partition="gpu") == 2
+    assert sample(got, "slurm_jobs", state="running", partition="gpu") == 1
+    assert sample(got, "slurm_job_pending_oldest_seconds", partition="gpu") == 1200
+    assert sample(got, "slurm_job_pending_oldest_seconds", partition="cpu") == 300
+
+
+def test_reason_with_spaces_is_kept_whole() -> None:
+    line = (MON / "scontrol-show-node.txt").read_text().splitlines()[3]
+    assert C.parse_oneliner(line)["Reason"] == "disk replacement [admin@2026-12-02T04:00:00]"
+
+
+# --------------------------------------------------------------------------- node, health
+
+
+def test_health_verdict_per_check() -> None:
+    m = C.Metrics()
+    C.health_metrics(m, json.loads((MON / "health-last-fail.json").read_text()))
+    got = parse(m.render())
+    assert sample(got, "cluster_health_verdict_ok") == 0
+    assert sample(got, "cluster_health_check_status", check="shared.fs", status="FAIL") == 1
+    assert sample(got, "cluster_health_check_status", check="munge.local", status="PASS") == 1
+    assert sample(got, "cluster_health_last_run_timestamp_seconds") == 1796188200.5
+
+
+def fake_bin(folder: Path, name: str, script: str) -> None:
+    path = folder / name
+    path.write_text("#!/bin/sh\n" + script + "\n")
+    path.chmod(0o755)
+
+
+def run_main(tmp_path: Path, parts: str, health: Path | None, marker: Path) -> dict[str, str]:
+    out = tmp_path / "textfile"
+    out.mkdir(exist_ok=True)
+    args = ["--out", str(out), "--parts", parts, "--shared-marker", str(marker)]
+    args += ["--health-file", str(health or tmp_path / "absent.json")]
+    args += ["--dbd-host", "127.0.0.1", "--dbd-port", "1"]
+    assert C.main(args) == 0
+    return {p.name: p.read_text() for p in sorted(out.glob("*.prom"))}
+
+
+@pytest.fixture
+def fake_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_bin(bin_dir, "munge", "echo CRED")
+    fake_bin(bin_dir, "unmunge", 'read x; [ "$x" = CRED ]')
+    fake_bin(
+        bin_dir,
+        "scontrol",
+        f"""case "$1" in
+  ping) echo 'Slurmctld(primary) at ctl is UP';;
+  show) cat {MON / "scontrol-show-node.txt"};;
+esac""",
+    )
+    fake_bin(bin_dir, "squeue", f"cat {MON / 'squeue.txt'}")
+    fake_bin(bin_dir, "nvidia-smi", f"cat {MON / 'nvidia-smi-q-x-faulty.xml'}")
+    fake_bin(bin_dir, "journalctl", f"cat {MON / 'kernel-xid.log'}")
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return bin_dir
+
+
+def test_main_writes_every_part(tmp_path: Path, fake_path: Path) -> None:
+    marker = tmp_path / "shared" / ".cluster"
+    marker.mkdir(parents=True)
+    files = run_main(tmp_path, "node,gpu,slurm", MON / "health-last-fail.json", marker)
+    assert sorted(files) == [f"slurm_cluster_{p}.prom" for p in ("gpu", "node", "slurm")]
+    node = parse(files["slurm_cluster_node.prom"])
+    assert sample(node, "cluster_munge_ok") == 1
+    assert sample(node, "cluster_shared_fs_ok", path=str(marker)) == 1
+    assert sample(node, "cluster_health_check_status", check="shared.fs", status="FAIL") == 1
+    slurm = parse(files["slurm_cluster_slurm.prom"])
+    assert sample(slurm, "slurm_daemon_up", daemon="slurmctld") == 1
+    assert sample(slurm, "slurm_daemon_up", daemon="slurmdbd") == 0  # nothing on port 1
+    assert sample(slurm, "cluster_textfile_part_ok", part="slurm") == 1
+    assert sample(parse(files["slurm_cluster_gpu.prom"]), "cluster_gpus") == 2
+    if PROMTOOL:  # each file alone: the node exporter merges the families
+        for text in files.values():
+            promtool_metrics(text)
+
+
+def test_main_faults_munge_shared_fs_and_slurmctld(tmp_path: Path, fake_path: Path) -> None:
+    fake_bin(fake_path, "unmunge", "echo 'unmunge: Error: Invalid credential' >&2; exit 1")
+    fake_bin(fake_path, "scontrol", "echo 'Slurmctld(primary) at ctl is DOWN'; exit 1")
+    files = run_main(tmp_path, "node,slurm", None, tmp_path / "shared" / ".cluster")
+    node = parse(files["slurm_cluster_node.prom"])
+    assert sample(node, "cluster_munge_ok") == 0
+    assert sample(node, "cluster_shared_fs_ok", path=str(tmp_path / "shared" / ".cluster")) == 0
+    assert not any(k[0].startswith("cluster_health_") for k in node)  # no last.json: quiet
+    slurm = parse(files["slurm_cluster_slurm.prom"])
+    assert sample(slurm, "slurm_daemon_up", daemon="slurmctld") == 0
+    assert sample(slurm, "cluster_textfile_part_ok", part="slurm") == 0
+
+
+def test_no_nvidia_smi_no_gpu_series(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    files = run_main(tmp_path, "gpu", None, tmp_path)
+    got = parse(files["slurm_cluster_gpu.prom"])
+    assert [k[0] for k in got] == [
+        "cluster_textfile_part_ok",
+        "cluster_textfile_part_duration_seconds",
+    ]
+    assert sample(got, "cluster_textfile_part_ok", part="gpu") == 1
+
+
+# --------------------------------------------------------------------------- gpu
+
+
+def test_gpu_faulty_fixture_ecc_xid_power() -> None:
+    m = C.Metrics()
+    n = C.gpu_metrics(
+        m, (MON / "nvidia-smi-q-x-faulty.xml").read_text(), (MON / "kernel-xid.log").read_text()
+    )
+    assert n == 2
+    got = parse(m.render())
+    g0 = {"gpu": "0", "uuid": "GPU-b2000000-5e2f-4c1d-8b7a-009f3e2d1cb2"}
+    g1 = {"gpu": "1", "uuid": "GPU-b2000001-5e2f-4c1d-8b7a-019f3e2d1cb2"}
+    assert sample(got, "cluster_gpu_utilization_ratio", **g0) == 0.87
+    assert sample(got, "cluster_gpu_memory_used_bytes", **g0) == 40960 * 2**20
+    assert sample(got, "cluster_gpu_temperature_celsius", **g0) == 61
+    assert sample(got, "cluster_gpu_power_watts", **g0) == 512.35
+    assert sample(got, "cluster_gpu_power_watts", **g1) == 71.52
+    assert sample(got, "cluster_gpu_ecc_errors_total", type="corrected", **g0) == 3
+    assert sample(got, "cluster_gpu_ecc_errors_total", type="uncorrected", **g0) == 0
+    assert sample(got, "cluster_gpu_ecc_errors_total", type="uncorrected", **g1) == 2
+    assert sample(got, "cluster_gpu_xid_errors_total", xid="79", **g1) == 2
+    assert sample(got, "cluster_gpu_xid_errors_total", xid="48", **g1) == 1
+    assert sample(got, "cluster_gpu_xid_events_total", **g1) == 3
+    assert sample(got, "cluster_gpu_xid_events_total", **g0) == 0  # PCI 99:00 is no GPU here
+    if PROMTOOL:
+        promtool_metrics(m.render())
+
+
+@pytest.mark.parametrize("model", ["a100", "h100", "h200", "rtx4090"])
+def test_gpu_project_fixtures(model: str) -> None:
+    """The GPU fixtures of tests/fixtures/gpu: one memory series per GPU listed."""
+    xml = (FIXTURES / "gpu" / model / "nvidia-smi-q-x.xml").read_text()
+    listed = (FIXTURES / "gpu" / model / "nvidia-smi-query-gpu.csv").read_text().splitlines()
+    m = C.Metrics()
+    assert C.gpu_metrics(m, xml) == len(listed)
+    got = parse(m.render())
+    for line in listed:
+        index, _, uuid, mem = (f.strip() for f in line.split(","))
+        labels = {"gpu": index, "uuid": uuid}
+        assert (
+            sample(got, "cluster_gpu_memory_total_bytes", **labels) == int(mem.split()[0]) * 2**20
+        )
+    if PROMTOOL:
+        promtool_metrics(m.render())
+
+
+# --------------------------------------------------------------------------- rules, config
+
+
+def render(template: str, **extra: object) -> str:
+    """A role template as Ansible renders it (trim_blocks; the defaults plus extra)."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(ROLE / "templates"),
+        trim_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["comment"] = lambda s: f"#\n# {s}\n#"
+    env.filters["to_json"] = json.dumps
+    env.filters["regex_replace"] = lambda s, p, r: __import__("re").sub(p, r, s)
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    return env.get_template(template).render(
+        ansible_managed="Ansible managed", **{**defaults, **extra}
+    )
+
+
+def rules_file(tmp_path: Path, **extra: object) -> Path:
+    path = tmp_path / "slurm_cluster.rules.yml"
+    path.write_text(render("etc/prometheus/rules/slurm_cluster.rules.yml.j2", **extra))
+    return path
+
+
+@needs_promtool
+def test_rules_pass_promtool_check(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [PROMTOOL, "check", "rules", str(rules_file(tmp_path))],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS: 10 rules found" in out.stdout
+
+
+def test_rules_cover_the_issue() -> None:
+    rules = yaml.safe_load(render("etc/prometheus/rules/slurm_cluster.rules.yml.j2"))
+    names = {r["alert"] for g in rules["groups"] for r in g["rules"]}
+    assert {
+        "NodeDrainedByHealth", "NodeDown", "SlurmctldDown", "SlurmdbdDown", "MungeFailing",
+        "SharedFilesystemMissing", "GpuXid", "GpuUncorrectableEcc",
+    } <= names  # fmt: skip
+    by_name = {r["alert"]: r for g in rules["groups"] for r in g["rules"]}
+    assert by_name["NodeDrainedByHealth"]["for"] == "10m"
+    again = yaml.safe_load(
+        render("etc/prometheus/rules/slurm_cluster.rules.yml.j2", monitoring_alert_node_minutes=3)
+    )
+    assert {r["alert"]: r for g in again["groups"] for r in g["rules"]}["NodeDown"]["for"] == "3m"
+
+
+@needs_promtool
+def test_rules_unit_tests(tmp_path: Path) -> None:
+    """promtool test rules: each alert fires after its for:, and not before (N=10, daemons 2)."""
+    rules_file(tmp_path)
+    tests = (MON / "rules_test.yml").read_text()
+    (tmp_path / "rules_test.yml").write_text(tests)
+    out = subprocess.run(
+        [PROMTOOL, "test", "rules", "rules_test.yml"],
+        capture_output=True, text=True, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS" in out.stdout
+
+
+@needs_promtool
+def test_rules_unit_tests_fail_with_other_minutes(tmp_path: Path) -> None:
+    """The unit tests are sensitive: a longer for: breaks them."""
+    rules_file(tmp_path, monitoring_alert_node_minutes=30, monitoring_alert_daemon_minutes=20)
+    (tmp_path / "rules_test.yml").write_text((MON / "rules_test.yml").read_text())
+    out = subprocess.run(
+        [PROMTOOL, "test", "rules", "rules_test.yml"],
+        capture_output=True, text=True, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode != 0
+
+
+@needs_promtool
+def test_prometheus_config_scrapes_every_node(tmp_path: Path) -> None:
+    rules_file(tmp_path)
+    text = render(
+        "etc/prometheus/prometheus.yml.j2",
+        groups={"slurm_cluster": ["ctl", "node1", "node2"]},
+        cluster_groups={"cluster": "slurm_cluster"},
+        hostvars={"ctl": {}, "node1": {"monitoring_scrape_host": "10.0.0.11"}, "node2": {}},
+        cluster_name="lab",
+        monitoring_alertmanager="am.lab:9093",
+    ).replace("/etc/prometheus/slurm_cluster.rules.yml", str(tmp_path / "slurm_cluster.rules.yml"))
+    (tmp_path / "prometheus.yml").write_text(text)
+    out = subprocess.run(
+        [PROMTOOL, "check", "config", str(tmp_path / "prometheus.yml")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    conf = yaml.safe_load(text)
+    node_job = next(j for j in conf["scrape_configs"] if j["job_name"] == "node")
+    assert [(s["targets"], s["labels"]["instance"]) for s in node_job["static_configs"]] == [
+        (["ctl:9100"], "ctl"),
+        (["10.0.0.11:9100"], "node1"),
+        (["node2:9100"], "node2"),
+    ]
+    assert conf["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["am.lab:9093"]
+
+
+def test_defaults_match_argument_specs() -> None:
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    specs = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())
+    options = specs["argument_specs"]["main"]["options"]
+    assert sorted(options) == sorted(defaults)
+    for name, value in defaults.items():
+        assert options[name].get("default") == value, name
+
+
+# --------------------------------------------------------------------------- playbook
+
+
+def playbook(tmp_path: Path, results: Path, *extra: str) -> subprocess.CompletedProcess:
+    """report.yml on this machine, as doctor.yml's hook runs it (the controller: localhost)."""
+    (tmp_path / "hosts.yml").write_text(
+        yaml.safe_dump(
+            {"all": {"children": {"slurm_cluster": {"children": {"slurm_controller": {
+                "hosts": {"localhost": {"ansible_connection": "local",
+                                        "ansible_python_interpreter": sys.executable}}}}}}}}
+        )
+    )  # fmt: skip
+    (tmp_path / "play.yml").write_text(
+        yaml.safe_dump(
+            [{"name": "Report", "hosts": "slurm_controller", "gather_facts": False,
+              "tasks": [{"name": "Report", "ansible.builtin.import_role": {
+                  "name": "gpulab.slurm_cluster.monitoring", "tasks_from": "report"}}]}]
+        )
+    )  # fmt: skip
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(tmp_path / "hosts.yml"),
+         str(tmp_path / "play.yml"), "-e", f"cluster_results_dir={results}",
+         "-e", f"monitoring_textfile_dir={tmp_path / 'textfile'}", *extra],
+        capture_output=True, text=True, check=False, env=env, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+
+
+def test_report_tasks_push_metrics_only_when_changed(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    shutil.copytree(MON / "results", results)
+    (tmp_path / "textfile").mkdir()
+    first = playbook(tmp_path, results)
+    assert first.returncode == 0, first.stdout + first.stderr
+    pushed = tmp_path / "textfile" / "slurm_cluster_verdicts.prom"
+    assert pushed.read_text() == (results / "cluster-verdicts.prom").read_text()
+    assert "Cluster PASS" in (results / "cluster-report.html").read_text()
+    assert "changed=1" in first.stdout
+    second = playbook(tmp_path, results)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "changed=0" in second.stdout and "skipped=1" in second.stdout
+    off = playbook(tmp_path, results, "-e", "monitoring_enabled=false")
+    assert "changed=0" in off.stdout and off.returncode == 0
