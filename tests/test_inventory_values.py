@@ -402,3 +402,41 @@ def test_a_group_value_wrong_on_every_host_is_reported_once() -> None:
         "(lower-case letters, digits and _, a letter first, at most 40). "
         "Fix: e.g. cluster_name: bad_name"
     ]
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "words"),
+    [
+        ("cluster_health_interval", 2, "is not a whole number in 5-3600"),
+        ("cluster_health_node_state", "IDLE,BUSY", "is not a HealthCheckNodeState"),
+        ("cluster_health_node_state", "CYCLE", "is not a HealthCheckNodeState"),
+        (
+            "cluster_health_disk_free_mib",
+            {"tmp": 10},
+            "cluster_health_disk_free_mib[tmp]=10 names no",
+        ),
+        ("cluster_health_disk_free_mib", {"/": -1}, "is not a whole number of MiB >= 0"),
+        ("cluster_health_clock_max_offset_s", "soon", "is not a number in 0.001-240"),
+        ("cluster_health_timeout_s", 60, "is not a number in 0.5-15"),
+        ("cluster_health_skip", ["gpu.ecc", "gpu.temp"], "names gpu.temp, not a health check"),
+    ],
+)
+def test_bad_health_settings_are_named(var, value, words) -> None:
+    hv = {h: {var: value} for h in ("ctl", "node1")}
+    problems = ic.inventory_problems(hv, {"all": ["ctl", "node1"], "slurm_compute": ["node1"]})
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("all hosts: cluster_health_")
+    assert words in problems[0]
+
+
+def test_good_health_settings_pass() -> None:
+    good = {
+        "cluster_health_interval": 60,
+        "cluster_health_node_state": "IDLE,CYCLE",
+        "cluster_health_disk_free_mib": {"/": 1024, "/tmp": 512, "spool": 256},
+        "cluster_health_clock_max_offset_s": 1.0,
+        "cluster_health_timeout_s": 4,
+        "cluster_health_skip": ["clock.sync"],
+    }
+    hv = {h: dict(good) for h in ("ctl", "node1")}
+    assert ic.inventory_problems(hv, {"all": ["ctl", "node1"], "slurm_compute": ["node1"]}) == []

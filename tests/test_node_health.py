@@ -12,6 +12,7 @@ import json
 import os
 import stat
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -158,10 +159,17 @@ def test_config_fetched_compares_slurmds_copy_with_the_controllers(tmp_path, mon
     stale = nh.run_checks(conf | {"slurm_conf_sha1": "0" * 40}, only=["config.fetched"])[0]
     # health.json was just written: a reconfigure may be on its way.
     assert stale.status == "WARN"
-    os.utime(settings, (0, 0))
+    # Written an hour ago, and slurmd's copy is older still: slurmd missed it.
+    os.utime(settings, (time.time() - 3600,) * 2)
+    os.utime(tmp_path / "slurm.conf", (time.time() - 7200,) * 2)
     stale = by_id(nh.run_checks(conf | {"slurm_conf_sha1": "0" * 40}, only=["config.fetched"]))
     assert stale["config.fetched"].status == "FAIL"
-    assert "slurmd runs a stale config" in stale["config.fetched"].message
+    assert "slurmd did not take the controller's new file" in stale["config.fetched"].message
+    # slurmd's copy newer than the settings: the settings are behind (--limit), not slurmd.
+    os.utime(tmp_path / "slurm.conf", None)
+    newer = nh.run_checks(conf | {"slurm_conf_sha1": "0" * 40}, only=["config.fetched"])[0]
+    assert newer.status == "WARN"
+    assert "older than slurmd's copy" in newer.message
 
 
 def test_the_shared_token_is_read_only_from_roots_own_files(tmp_path) -> None:
@@ -186,7 +194,8 @@ def test_shared_fs_names_a_local_folder_in_place_of_the_mount(tmp_path) -> None:
     folder.mkdir()
     res = by_id(nh.run_checks(cfg(shared_path=str(folder)), only=["shared.fs"]))
     assert res["shared.fs"].status == "FAIL"
-    assert res["shared.fs"].message.startswith(f"{folder} is not mounted: a local folder of ")
+    assert res["shared.fs"].message.startswith(f"{folder} is a local folder (")
+    assert res["shared.fs"].message.endswith("), not the cluster's shared filesystem")
 
 
 def test_munge_failing_is_named(monkeypatch) -> None:

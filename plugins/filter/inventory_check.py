@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_health import CHECK_IDS
+
 try:
     from ansible_collections.gpulab.slurm_cluster.plugins.filter.nfs_exports import (
         nfs_export_problems,
@@ -83,6 +85,12 @@ MANAGED_KEYS = {
     "JobAcctGatherFrequency",
     "NodeName",
     "PartitionName",
+}
+# Written by the role while cluster_health is on (the node health program).
+HEALTH_KEYS = {
+    "HealthCheckProgram": "skip (checks) or false",
+    "HealthCheckInterval": "interval",
+    "HealthCheckNodeState": "node_state",
 }
 # slurm.conf parameters (man slurm.conf, Slurm 22.05 to 24.11) that
 # slurm_common_extra_config may set; MANAGED_KEYS are the role's own.
@@ -366,6 +374,14 @@ def _extra_config(c: _Check, host: str, value: Any) -> None:
                 val,
                 "is not a slurm.conf parameter (Slurm's parser would refuse it on the node)",
                 "check the spelling against man slurm.conf (e.g. MaxJobCount, SchedulerParameters)",
+            )
+        elif key in HEALTH_KEYS and c.hv[host].get("cluster_health", True) not in (False, "false"):
+            c.bad(
+                host,
+                f"{var}.{key}",
+                val,
+                "is written by the role itself while cluster_health is on",
+                f"set cluster_health_{HEALTH_KEYS[key]}, or cluster_health: false to run your own",
             )
         elif key in MANAGED_KEYS:
             c.bad(
@@ -737,7 +753,77 @@ def _acceptance_modes(c: _Check, host: str, value: Any) -> None:
         c.bad(host, var, value, f"names {', '.join(map(str, unknown))}, not a launch mode", fix)
 
 
+HEALTH_STATES = ("ANY", "IDLE", "MIXED", "ALLOC", "NONDRAINED_IDLE")
+
+
+def _health_node_state(c: _Check, host: str, value: Any) -> None:
+    words = str(value).upper().split(",")
+    states = [w for w in words if w != "CYCLE"]
+    if not states or any(w not in HEALTH_STATES for w in states) or len(set(words)) != len(words):
+        c.bad(
+            host,
+            "cluster_health_node_state",
+            value,
+            f"is not a HealthCheckNodeState ({', '.join(HEALTH_STATES)}, comma-joined, and CYCLE)",
+            "e.g. cluster_health_node_state: ANY (or IDLE,CYCLE)",
+        )
+
+
+def _health_disk(c: _Check, host: str, value: Any) -> None:
+    var = "cluster_health_disk_free_mib"
+    fix = f'a mapping of absolute path (or "spool") to MiB, e.g. {var}: {{"/": 1024, spool: 256}}'
+    if not isinstance(value, Mapping):
+        c.bad(host, var, value, "is not a mapping", fix)
+        return
+    for path, mib in value.items():
+        if path != "spool" and not str(path).startswith("/"):
+            c.bad(host, f"{var}[{path}]", mib, "names no absolute path", fix)
+        elif _int(mib) is None or _int(mib) < 0:
+            c.bad(host, f"{var}[{path}]", mib, "is not a whole number of MiB >= 0", fix)
+
+
+def _number(
+    var: str, low: float, high: float, example: float
+) -> Callable[[_Check, str, Any], None]:
+    def check(c: _Check, host: str, value: Any) -> None:
+        try:
+            ok = low <= float(value) <= high
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            c.bad(
+                host, var, value, f"is not a number in {low:g}-{high:g}", f"e.g. {var}: {example}"
+            )
+
+    return check
+
+
+def _health_skip(c: _Check, host: str, value: Any) -> None:
+    var = "cluster_health_skip"
+    unknown = [v for v in value if v not in CHECK_IDS] if isinstance(value, list) else [value]
+    if unknown:
+        c.bad(
+            host,
+            var,
+            value,
+            f"names {', '.join(map(str, unknown))}, not a health check",
+            f"a list of {', '.join(CHECK_IDS)}",
+        )
+
+
 CHECKS: dict[str, Callable[[_Check, str, Any], None]] = {
+    # HealthCheckInterval: at least 5 s (a run costs up to a second), at most an hour.
+    "cluster_health_interval": _int_range("cluster_health_interval", 5, 3600, 60),
+    "cluster_health_node_state": _health_node_state,
+    "cluster_health_disk_free_mib": _health_disk,
+    "cluster_health_clock_max_offset_s": _number(
+        "cluster_health_clock_max_offset_s", 0.001, 240, 1.0
+    ),
+    "cluster_health_flap_drains": _int_range("cluster_health_flap_drains", 0, None, 3),
+    "cluster_health_flap_window_s": _int_range("cluster_health_flap_window_s", 60, None, 3600),
+    # Slurm kills the program at 60 s; a run must stay well inside its 5 s budget.
+    "cluster_health_timeout_s": _number("cluster_health_timeout_s", 0.5, 15, 4),
+    "cluster_health_skip": _health_skip,
     "cluster_acceptance": _acceptance,
     "cluster_acceptance_modes": _acceptance_modes,
     "cluster_name": _cluster_name,

@@ -232,14 +232,20 @@ def check_config(ctx: Context) -> tuple[str, str]:
         return "FAIL", f"{path} is missing: slurmd holds no copy of the controller's slurm.conf"
     if have == want:
         return "PASS", f"{path} matches the controller's slurm.conf ({want[:12]})"
-    try:
-        age = time.time() - os.stat(ctx.cfg.get("_config_path", CONFIG)).st_mtime
-    except OSError:
-        age = float("inf")
     msg = f"{path} is {have[:12]}, the controller's slurm.conf is {want[:12]}"
+    try:
+        written = os.stat(ctx.cfg.get("_config_path", CONFIG)).st_mtime
+        fetched = os.stat(path).st_mtime
+    except OSError:
+        written, fetched = 0.0, 0.0
+    # slurmd's copy is newer than these settings: the controller's file moved
+    # on after site.yml wrote them here (a run with --limit), not slurmd.
+    if fetched > written:
+        return "WARN", msg + " (this node's health settings are older than slurmd's copy)"
+    age = time.time() - written
     if age < cfg["config_grace_s"]:
         return "WARN", msg + f" (settings changed {age:.0f} s ago: a reconfigure is due)"
-    return "FAIL", msg + ": slurmd runs a stale config"
+    return "FAIL", msg + ": slurmd did not take the controller's new file"
 
 
 def shared_write(cfg: dict) -> dict:
@@ -300,11 +306,10 @@ def check_shared(ctx: Context) -> tuple[str, str]:
         return "FAIL", f"{path} did not answer within {cfg['timeout_s']:g} s (hung mount?)"
     mount = mount_of(path)
     if not os.path.ismount(path):
-        where = mount.get("target", "/")
-        return (
-            "FAIL",
-            f"{path} is not mounted: a local folder of {where} "
-            f"({mount.get('fstype', '?')}) is there",
+        # Nothing mounted there, or a folder of a local filesystem bound onto it.
+        return "FAIL", (
+            f"{path} is a local folder ({mount.get('fstype', '?')} of {mount.get('source', '?')}), "
+            "not the cluster's shared filesystem"
         )
     fstype = mount.get("fstype", "?")
     missing = read_token(cfg["shared_check_dir"]) if cfg["shared_check_dir"] else ""
@@ -902,12 +907,17 @@ def main(argv: list[str] | None = None) -> int:
                 with open(os.path.join(args.state_dir, "events.jsonl"), "a") as handle:
                     handle.write(json.dumps(event, sort_keys=True) + "\n")
     state["drains"] = [t for t in drains if now - t <= float(cfg["flap_window_s"])]
+    # Counts since install and the last 50 run times, for the figures.
+    run_s = round(time.monotonic() - start, 3)
+    state["runs"] = int(state.get("runs", 0)) + 1
+    state["fails"] = int(state.get("fails", 0)) + (verdict == "FAIL")
+    state["run_s"] = [*list(state.get("run_s", []))[-49:], run_s]
     write_json(state_path, state)
     report = {
         "node": cfg["node"],
         "time": now,
         "verdict": verdict,
-        "run_s": round(time.monotonic() - start, 3),
+        "run_s": run_s,
         "checks": [r.as_dict() for r in results],
         "action": action,
         "reason": reason,

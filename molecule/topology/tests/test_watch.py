@@ -1,0 +1,246 @@
+"""The cluster watches itself: the node health program, run by slurmd every
+HealthCheckInterval (10 s here), drains a failing node with its named cause
+and resumes it when healed, while jobs keep being submitted to every node.
+
+Runs after test_topology.py (file order): by then each node has run the
+program twenty times and more on a healthy cluster, and none may have drained.
+Each fault is made on node2 (one GPU, in both partitions) the way it happens
+on a real node; the figures land in results/fault-suite-health.json.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+RESULTS = ROOT / "results"
+INTERVAL = 10  # cluster_health_interval in this scenario's inventory
+NODES = ("ctl", "node1", "node2")
+CONTAINER = {"ctl": "ctl", "node1": "gpu-big", "node2": "node2"}
+FAULT_NODE = "node2"
+STATE = "/var/lib/slurm-cluster/health"
+
+
+def sh(node: str, script: str, check: bool = True) -> str:
+    done = subprocess.run(
+        ["docker", "exec", CONTAINER[node], "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(f"{node}: {script}: rc {done.returncode}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def node_line(node: str) -> tuple[str, str]:
+    out = sh("ctl", f"sinfo --noheader --Node --nodes={node} --format='%t|%E' | head -1").strip()
+    state, _sep, reason = out.partition("|")
+    return state, reason
+
+
+# Faults on node2: (name, inject, heal, words the drain reason must hold).
+FAULTS = [
+    (
+        "shared.fs local folder",
+        "mkdir -p /var/local-shared && mount --bind /var/local-shared /shared",
+        "umount /shared",
+        "health: shared.fs: /shared is ",
+    ),
+    (
+        "gpu.count device removed",
+        "rm -f /dev/nvidia0",
+        "/usr/local/sbin/fake-gpu",
+        "health: gpu.count: 0 GPU devices",
+    ),
+    (
+        "disk.free spool full",
+        "d=/var/lib/slurm/slurmd; "
+        "cp -a $d/. /run/spool-copy 2>/dev/null || mkdir -p /run/spool-copy; "
+        "mount -t tmpfs -o size=64m,mode=0755 tmpfs $d && cp -a /run/spool-copy/. $d/ && "
+        "head -c 62M /dev/zero > $d/fill",
+        "umount -l /var/lib/slurm/slurmd; rm -rf /run/spool-copy",
+        "health: disk.free: /var/lib/slurm/slurmd has ",
+    ),
+    (
+        "gpu.xid 79",
+        "echo \"[ 99.1] NVRM: Xid (PCI:0000:00:00): 79, pid='<unknown>', name=<unknown>, "
+        'GPU has fallen off the bus." >> /var/log/fake-kmsg',
+        ": > /var/log/fake-kmsg",
+        "health: gpu.xid: Xid 79 on 0000:00:00 (GPU has fallen off the bus)",
+    ),
+    (
+        "gpu.ecc uncorrectable",
+        "cp /etc/fake-gpu/query-gpu.csv /run/query-gpu.csv && "
+        "sed -i 's/Enabled, 0,/Enabled, 3,/' /etc/fake-gpu/query-gpu.csv",
+        "cp /run/query-gpu.csv /etc/fake-gpu/query-gpu.csv",
+        "health: gpu.ecc: GPU 0 (00000000:00:00.0) has 3 uncorrectable ECC errors",
+    ),
+]
+
+
+class JobStream:
+    """sbatch jobs on every node, one per node every 3 s (as the proof account),
+    and what runs where, polled every second from squeue."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.seen: dict[str, tuple[str, float]] = {}  # job id -> (node, first seen running)
+        self.threads = [threading.Thread(target=self._submit), threading.Thread(target=self._watch)]
+
+    def _submit(self) -> None:
+        while not self.stop.is_set():
+            for node in NODES:
+                sh(
+                    "ctl",
+                    f"cd /tmp && runuser -u clusterproof -- sbatch -Q -p main -w {node} -t 1 "
+                    "-o /dev/null -e /dev/null -J watch --wrap 'sleep 1'",
+                    check=False,
+                )
+            self.stop.wait(3)
+
+    def _watch(self) -> None:
+        while not self.stop.is_set():
+            out = sh("ctl", "squeue -h -n watch -t R -o '%i %N'", check=False)
+            now = time.time()
+            for line in out.splitlines():
+                job, _sep, node = line.partition(" ")
+                self.seen.setdefault(job, (node, now))
+            self.stop.wait(1)
+
+    def started(self, node: str, after: float, before: float) -> list[str]:
+        return [j for j, (n, t) in self.seen.items() if n == node and after < t < before]
+
+    def __enter__(self) -> JobStream:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+        sh("ctl", "scancel -n watch", check=False)
+
+
+def wait_for(pred, limit: float) -> float:
+    """Seconds until pred() holds (polled every 0.5 s), or fail after limit."""
+    start = time.monotonic()
+    while time.monotonic() - start < limit:
+        if pred():
+            return time.monotonic() - start
+        time.sleep(0.5)
+    raise AssertionError(f"not within {limit} s")
+
+
+def health_state(node: str) -> dict:
+    return json.loads(sh(node, f"cat {STATE}/state.json"))
+
+
+def events(node: str) -> list[dict]:
+    out = sh(node, f"cat {STATE}/events.jsonl 2>/dev/null || true")
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_a_healthy_cluster_runs_the_program_without_a_false_drain() -> None:
+    # Twenty runs per node at least (slurmd runs it every INTERVAL s).
+    wait_for(lambda: min(health_state(n).get("runs", 0) for n in NODES) >= 20, 25 * INTERVAL)
+    figures = {}
+    for node in NODES:
+        assert events(node) == [], f"{node} drained itself on a healthy cluster"
+        state = health_state(node)
+        assert state["fails"] == 0, state
+        times = state["run_s"]
+        figures[node] = {
+            "runs": state["runs"],
+            "median_s": statistics.median(times),
+            "max_s": max(times),
+        }
+        last = json.loads(sh(node, f"cat {STATE}/last.json"))
+        assert last["verdict"] == "PASS", last
+        assert max(times) < 5, (node, times)
+    (RESULTS / "fault-suite-health-runs.json").write_text(json.dumps(figures, indent=1))
+    print(figures)
+
+
+def test_each_fault_drains_its_node_with_the_cause_and_heals() -> None:
+    figures = []
+    assert node_line(FAULT_NODE) == ("idle", "none")
+    with JobStream() as jobs:
+        time.sleep(4)
+        for name, inject, heal, words in FAULTS:
+            t0 = time.time()
+            sh(FAULT_NODE, inject)
+            try:
+                drain_s = wait_for(
+                    lambda: node_line(FAULT_NODE)[1].startswith("health:"), INTERVAL + 10
+                )
+                state, reason = node_line(FAULT_NODE)
+                assert state in ("drain", "drng"), (name, state, reason)
+                assert reason.startswith(words), (name, reason)
+                drained_at = time.time()
+                time.sleep(INTERVAL / 2)
+                for other in ("ctl", "node1"):
+                    assert node_line(other) == ("idle", "none") or node_line(other)[0] in (
+                        "mix",
+                        "alloc",
+                    )
+            finally:
+                t1 = time.time()
+                sh(FAULT_NODE, heal)
+            resume_s = wait_for(
+                lambda: not node_line(FAULT_NODE)[1].startswith("health:"), INTERVAL + 10
+            )
+            resumed_at = time.time()
+            assert node_line(FAULT_NODE)[0] not in ("drain", "drng"), name
+            # No job started on node2 while drained; the other nodes kept running jobs.
+            assert jobs.started(FAULT_NODE, drained_at + 1, t1) == [], name
+            assert jobs.started("ctl", t0, resumed_at) or jobs.started("node1", t0, resumed_at), (
+                name
+            )
+            figures.append(
+                {
+                    "fault": name,
+                    "reason": reason,
+                    "drain_s": round(drain_s, 1),
+                    "resume_s": round(resume_s, 1),
+                }
+            )
+            print(figures[-1])
+    (RESULTS / "fault-suite-health.json").write_text(json.dumps(figures, indent=1))
+
+
+def test_an_admin_drain_during_a_fault_is_left_after_the_fix() -> None:
+    _name, inject, heal, words = FAULTS[1]
+    sh(FAULT_NODE, inject)
+    try:
+        wait_for(lambda: node_line(FAULT_NODE)[1].startswith(words), INTERVAL + 10)
+        sh(
+            "ctl",
+            f"scontrol update nodename={FAULT_NODE} state=drain reason='swap the GPU, back Monday'",
+        )
+    finally:
+        sh(FAULT_NODE, heal)
+    try:
+        # Two runs after the fix: the admin's drain stays, untouched.
+        time.sleep(2 * INTERVAL + 2)
+        assert node_line(FAULT_NODE) == ("drain", "swap the GPU, back Monday")
+        last = json.loads(sh(FAULT_NODE, f"cat {STATE}/last.json"))
+        assert (last["verdict"], last["action"]) == ("PASS", "kept")
+    finally:
+        sh("ctl", f"scontrol update nodename={FAULT_NODE} state=resume")
+
+
+@pytest.mark.parametrize("node", NODES)
+def test_the_program_lists_its_checks(node: str) -> None:
+    out = sh(node, "/usr/local/sbin/cluster-health --list")
+    ids = [line.split()[0] for line in out.splitlines()]
+    assert ids[:5] == ["munge.local", "config.fetched", "shared.fs", "disk.free", "clock.sync"]
