@@ -204,9 +204,7 @@ def test_munge_failing_is_named(monkeypatch) -> None:
     )
     res = by_id(nh.run_checks(cfg(), only=["munge.local"]))
     assert res["munge.local"].status == "FAIL"
-    assert res["munge.local"].message == (
-        "munged is inactive: munge -n failed (munge: Error: Failed to access socket)"
-    )
+    assert res["munge.local"].message == ("munged is inactive: munge -n: Failed to access socket")
 
 
 def test_clock_without_a_time_service_fails_outside_a_container(monkeypatch) -> None:
@@ -370,6 +368,16 @@ def test_main_with_no_drain_changes_no_node_state(slurm, tmp_path) -> None:
     )
     assert not (slurm / "updates").exists()
     assert json.loads((tmp_path / "v" / "last.json").read_text())["action"] == "would drain"
+
+
+def test_the_timer_run_does_nothing_while_munge_answers(slurm, tmp_path, monkeypatch) -> None:
+    settings = tmp_path / "health.json"
+    settings.write_text(json.dumps({"node": "node2", "disk_free_mib": {str(tmp_path): 10**9}}))
+    monkeypatch.setattr(nh, "check_munge", lambda ctx: ("PASS", "munged answers"))
+    argv = ["--config", str(settings), "--state-dir", str(tmp_path / "v"), "--if-munge-down"]
+    assert nh.main(argv) == 0
+    assert not (tmp_path / "v").exists()
+    assert not (slurm / "updates").exists()
 
 
 def test_a_bad_setting_is_refused_by_name(tmp_path, capsys) -> None:

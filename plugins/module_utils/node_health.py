@@ -38,6 +38,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ DEFAULTS: dict = {
     "prefix": PREFIX,
     "drain": True,
     "conf_dir": "/etc/slurm",
+    "munge_key": "/etc/munge/munge.key",
     "slurm_conf_sha1": "",
     # A fetched copy that differs is a FAIL only when health.json is older
     # than this (site.yml writes it before the daemons take the new file).
@@ -204,7 +206,8 @@ def check_munge(ctx: Context) -> tuple[str, str]:
     cred = run(["munge", "--no-input"], timeout=ctx.cfg["timeout_s"])
     if cred["rc"] != 0:
         active = run(["systemctl", "is-active", "munge"], timeout=3)["out"].strip() or "unknown"
-        return "FAIL", f"munged is {active}: munge -n failed ({last_line(cred)})"
+        why = re.sub(r"^munge: Error: ", "", last_line(cred))
+        return "FAIL", f"munged is {active}: munge -n: {why}"
     back = run(["unmunge"], stdin=cred["out"], timeout=ctx.cfg["timeout_s"])
     status = re.search(r"^STATUS:\s*(.*)$", back["out"], re.M)
     if back["rc"] != 0:
@@ -775,14 +778,14 @@ def decide(node: dict, results: list[Result], prefix: str, drains: list[float], 
     return "resume", ""
 
 
-def slurm_node(name: str, timeout: float) -> tuple[dict | None, str]:
-    res = run(["scontrol", "--oneliner", "show", "node", name], timeout=timeout)
+def slurm_node(name: str, timeout: float, env: dict | None = None) -> tuple[dict | None, str]:
+    res = run(["scontrol", "--oneliner", "show", "node", name], timeout=timeout, env=env)
     if res["rc"] != 0 or "NodeName=" not in res["out"]:
         return None, last_line(res)
     return parse_node(res["out"]), ""
 
 
-def apply(name: str, action: str, reason: str, timeout: float) -> str:
+def apply(name: str, action: str, reason: str, timeout: float, env: dict | None = None) -> str:
     """The scontrol update for an action; '' on success, else why not."""
     if action in ("drain", "update", "flapping"):
         argv = [
@@ -796,8 +799,63 @@ def apply(name: str, action: str, reason: str, timeout: float) -> str:
         argv = ["scontrol", "update", f"nodename={name}", "state=resume"]
     else:
         return ""
-    res = run(argv, timeout=timeout)
+    res = run(argv, timeout=timeout, env=env)
     return "" if res["rc"] == 0 else last_line(res)
+
+
+class PrivateMunge:
+    """A munged of this run only, on its own socket, with the node's key.
+
+    With the node's munged down, slurmd cannot take slurmctld's health-check
+    RPC and scontrol cannot talk to slurmctld: the program (then started by
+    cluster-health.timer) drains its node through a munged of its own, run as
+    the munge user with the same key, and leaves munge.service as it found it.
+    ``env`` is None when it could not start (``error`` says why).
+    """
+
+    def __init__(self, cfg: dict) -> None:
+        self.env: dict | None = None
+        self.error = ""
+        self.dir = ""
+        try:
+            user = pwd.getpwnam("munge")
+        except KeyError:
+            self.error = "no munge user"
+            return
+        self.dir = tempfile.mkdtemp(prefix="cluster-health-munge-", dir="/run")
+        os.chown(self.dir, user.pw_uid, user.pw_gid)
+        os.chmod(self.dir, 0o755)  # munged wants its socket folder searchable by all
+        sock = os.path.join(self.dir, "munge.socket")
+        started = run(
+            ["munged", f"--socket={sock}", f"--key-file={cfg['munge_key']}",
+             f"--pid-file={self.dir}/munged.pid", f"--seed-file={self.dir}/munged.seed",
+             f"--log-file={self.dir}/munged.log", "--num-threads=1"],
+            timeout=cfg["timeout_s"], user=user.pw_uid, group=user.pw_gid, extra_groups=[],
+        )  # fmt: skip
+        if started["rc"] != 0:
+            self.error = f"a munged of its own did not start: {last_line(started)}"
+            return
+        try:
+            with open(fetched_conf(cfg)) as handle:
+                text = handle.read()
+        except OSError as exc:
+            self.error = f"no slurm.conf to reach slurmctld with: {exc.strerror}"
+            return
+        text = re.sub(r"(?im)^\s*AuthInfo\s*=.*$", "", text) + f"\nAuthInfo=socket={sock}\n"
+        conf = os.path.join(self.dir, "slurm.conf")
+        with open(conf, "w") as handle:
+            handle.write(text)
+        self.env = {**os.environ, "SLURM_CONF": conf}
+
+    def close(self) -> None:
+        if not self.dir:
+            return
+        try:
+            with open(os.path.join(self.dir, "munged.pid")) as handle:
+                os.kill(int(handle.read().strip()), 15)
+        except (OSError, ValueError):
+            pass
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- main
@@ -850,6 +908,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
     parser.add_argument("--list", action="store_true", help="list the checks and exit")
+    parser.add_argument(
+        "--if-munge-down",
+        action="store_true",
+        help="cluster-health.timer's run: nothing unless munged fails (then slurmd cannot run it)",
+    )
     args = parser.parse_args(argv)
     if args.list:
         for check in REGISTRY:
@@ -858,6 +921,16 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     try:
         cfg = load_config(args.config)
+        if args.if_munge_down and not cfg["drain"]:
+            return 0
+        # The timer's run: nothing while munged answers, unless this program
+        # drained the node for munge (then it resumes it without waiting for slurmd).
+        drained_for_munge = load_json(os.path.join(args.state_dir, "state.json"), {})
+        drained_for_munge = isinstance(drained_for_munge, dict) and drained_for_munge.get(
+            "munge_drain"
+        )
+        if args.if_munge_down and not drained_for_munge and check_munge(Context(cfg))[0] == "PASS":
+            return 0
     except (OSError, ValueError) as exc:
         print(f"cluster-health: {exc}", file=sys.stderr)
         return 2
@@ -881,7 +954,13 @@ def main(argv: list[str] | None = None) -> int:
     results = run_checks(cfg, state)
     now = time.time()
     verdict = "FAIL" if any(r.status == "FAIL" for r in results) else "PASS"
-    node, why = slurm_node(cfg["node"], cfg["timeout_s"])
+    # With munged failing here, scontrol reaches slurmctld through a munged of its own.
+    munge_down = any(r.id == "munge.local" and r.status == "FAIL" for r in results)
+    private = PrivateMunge(cfg) if munge_down and not args.no_drain and cfg["drain"] else None
+    env = private.env if private else None
+    node, why = slurm_node(cfg["node"], cfg["timeout_s"], env)
+    if private and private.error:
+        why = f"{why} ({private.error})"
     action, reason, error = "none", "", ""
     drains = [float(t) for t in state.get("drains", [])]
     if node is None:
@@ -899,13 +978,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.no_drain or not cfg["drain"]:
             action = f"would {action}" if action not in ("none", "kept") else action
         else:
-            error = apply(cfg["node"], action, reason, cfg["timeout_s"])
+            error = apply(cfg["node"], action, reason, cfg["timeout_s"], env)
             if not error and action in ("drain", "update", "resume", "flapping"):
                 if action == "drain":
                     drains.append(now)
                 event = {"time": now, "node": cfg["node"], "event": action, "reason": reason}
                 with open(os.path.join(args.state_dir, "events.jsonl"), "a") as handle:
                     handle.write(json.dumps(event, sort_keys=True) + "\n")
+    if private:
+        private.close()
+    state["munge_drain"] = munge_down and action in ("drain", "update", "none") and bool(node)
     state["drains"] = [t for t in drains if now - t <= float(cfg["flap_window_s"])]
     # Counts since install and the last 50 run times, for the figures.
     run_s = round(time.monotonic() - start, 3)
