@@ -51,7 +51,15 @@ changelog: venv
 	  --version $$($(BIN)/python -c 'import yaml; print(yaml.safe_load(open("galaxy.yml"))["version"])') \
 	  --update-existing
 
-unit: venv
+# promtool (Debian's prometheus) and chromium for the monitoring tests
+# (alert rules, the cluster report in a real browser); skipped when present.
+.PHONY: test-tools
+test-tools:
+	command -v promtool >/dev/null && command -v chromium >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	   --no-install-recommends prometheus chromium >/dev/null)
+
+unit: venv test-tools
 	pytest -q tests training/tests
 
 # The Ansible collection gpulab.slurm_cluster (galaxy.yml) in dist/, with the
