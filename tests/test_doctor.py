@@ -437,3 +437,94 @@ def test_versions_come_from_the_daemon_binaries() -> None:
     assert probe.version_argv(True, True) == ["slurmd", "-V"]
     assert probe.version_argv(False, True) == ["slurmctld", "-V"]
     assert probe.version_argv(False, False) == ["sinfo", "--version"]
+
+
+def test_controller_name_on_loopback_is_its_own_cause_not_a_firewall(probes: dict) -> None:
+    probes["node1"]["local"]["resolved"] = {"ctl": ["127.0.1.1"]}
+    probes["node1"]["local"]["ports"]["slurmctld"].update(ok=False, error="Connection refused")
+    set_node(probes, "node1", "State", "DOWN*")
+    rep = report(probes)
+    assert causes(rep) == [("node1", "net.hostname")]
+    cause = rep["causes"][0]
+    assert cause["evidence"].startswith(
+        "the controller's name ctl resolves on node1 to 127.0.1.1 (loopback); ctl is 172.18.0.2"
+    )
+    assert "/etc/hosts on node1" in cause["fix"] and "firewall" not in cause["fix"]
+    assert result(rep, "node1", "net.ports")["caused_by"] == "node1 net.hostname"
+    assert root_cause(rep, "node1", "slurm.node") == "node1 net.hostname"
+    # A wrong (not loopback) address is named the same way.
+    probes["node1"]["local"]["resolved"] = {"ctl": ["10.9.9.9"]}
+    assert causes(report(probes)) == [("node1", "net.hostname")]
+
+
+def test_munged_stopped_on_the_controller_is_one_cause_with_the_right_daemon(probes: dict) -> None:
+    probes["ctl"]["local"]["services"]["munge"] = "inactive/dead"
+    probes["ctl"]["local"]["ping"] = {
+        "rc": 1,
+        "out": "Slurmctld(primary) at ctl is DOWN",
+        "err": "",
+    }
+    for node in ("node1", "node2"):
+        probes["ctl"]["cross"]["decoded"][node] = {"status": "Failed to access socket"}
+        probes[node]["cross"]["decoded"]["ctl"] = {"status": "no credential", "code": -1}
+    rep = report(probes)
+    assert causes(rep) == [("ctl", "munge.service")]
+    daemon = result(rep, "ctl", "slurm.daemon")
+    assert daemon["caused_by"] == "ctl munge.service"
+    assert daemon["fix"].startswith("systemctl start slurmctld on ctl")
+
+
+def test_a_file_removed_on_the_controller_explains_the_nodes_stale_copies(probes: dict) -> None:
+    probes["ctl"]["local"]["files"]["gres.conf"] = None
+    for node in ("node1", "node2"):
+        probes[node]["local"]["files"]["gres.conf"] = "0" * 64
+    rep = report(probes)
+    assert causes(rep) == [("ctl", "config.files")]
+    for node in ("node1", "node2"):
+        assert result(rep, node, "config.files")["caused_by"] == "ctl config.files"
+    # A node's own other file is its own cause.
+    probes["node2"]["local"]["files"]["cgroup.conf"] = "1" * 64
+    assert ("node2", "config.files") in causes(report(probes))
+
+
+def test_the_health_program_names_a_node_local_fault(probes: dict) -> None:
+    live = probes["node2"]["local"]["health"]["live"]
+    live[3] = {
+        "id": "disk.free",
+        "status": "FAIL",
+        "message": "/var/lib/slurm/slurmd has 2 MiB free (threshold 256 MiB)",
+        "fix": "free space there",
+    }
+    reason = "health: disk.free: /var/lib/slurm/slurmd has 2 MiB free (threshold 256 MiB)"
+    set_node(probes, "node2", "State", "IDLE+DRAIN")
+    probes["ctl"]["local"]["nodes"]["out"] = probes["ctl"]["local"]["nodes"]["out"].replace(
+        "NodeName=node2 ", f"NodeName=node2 Reason={reason} [root@2026-12-02T06:00:00] ", 1
+    )
+    rep = report(probes)
+    assert causes(rep) == [("node2", "health")]
+    assert rep["causes"][0]["evidence"].startswith(
+        "disk.free: /var/lib/slurm/slurmd has 2 MiB free (threshold 256 MiB) "
+        "(slurmd's last run 4 s ago"
+    )
+    assert result(rep, "node2", "slurm.node")["caused_by"] == "node2 health"
+    # Healed, still drained until the program's next run: a warning, no cause.
+    live[3] = {"id": "disk.free", "status": "PASS", "message": "ok", "fix": ""}
+    rep = report(probes)
+    assert causes(rep) == []
+    assert result(rep, "node2", "health")["status"] == "WARN"
+    assert "still drained as 'health: disk.free:" in result(rep, "node2", "health")["evidence"]
+
+
+def test_a_shared_fs_the_doctor_sees_too_is_its_cause_not_the_programs(probes: dict) -> None:
+    probes["node2"]["local"]["health"]["live"][2] = {
+        "id": "shared.fs",
+        "status": "FAIL",
+        "message": "/shared is tmpfs (tmpfs), not the cluster's shared filesystem",
+        "fix": "mount it",
+    }
+    probes["node2"]["local"]["shared"]["mount"] = "tmpfs tmpfs"
+    probes["node2"]["local"]["shared"]["write"]["ok"] = False
+    probes["node2"]["local"]["shared"]["write"]["error"] = "No such file or directory"
+    rep = report(probes)
+    assert ("node2", "shared.fs") in causes(rep)
+    assert result(rep, "node2", "health")["caused_by"] == "node2 shared.fs"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import node_state as m
 import pytest
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_health import parse_units
 from probed import FilterModule
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,15 +34,15 @@ UnitFileState=
 
 
 def test_units_parse_active_failed_and_absent() -> None:
-    assert m.parse_units(SYSTEMCTL_SHOW) == {
-        "munge": {"active": "active", "enabled": "enabled"},
-        "slurmd": {"active": "failed", "enabled": "enabled"},
-        "mariadb": {"active": "absent", "enabled": "absent"},
+    assert parse_units(SYSTEMCTL_SHOW) == {
+        "munge": {"active": "active", "sub": "", "enabled": "enabled"},
+        "slurmd": {"active": "failed", "sub": "", "enabled": "enabled"},
+        "mariadb": {"active": "absent", "sub": "absent", "enabled": "absent"},
     }
 
 
 def test_unit_up_needs_active_and_enabled_and_a_probe() -> None:
-    state = {"units": m.parse_units(SYSTEMCTL_SHOW)}
+    state = {"units": parse_units(SYSTEMCTL_SHOW)}
     up = FILTERS["unit_up"]
     assert up(state, "munge") is True
     assert up(state, "slurmd") is False
@@ -62,7 +63,10 @@ def test_file_info_and_probed_same(tmp_path: Path) -> None:
     assert info["exists"] is True
     assert (info["sha1"], info["mode"]) == (sha1, "0640")
     assert info["sha256"] == hashlib.sha256(b"ClusterName=lab\n").hexdigest()
-    assert m.file_info(str(tmp_path / "missing")) == {"exists": False}
+    assert m.file_info(str(tmp_path / "missing")) == {
+        "exists": False,
+        "error": "No such file or directory",
+    }
 
     state = {"files": {str(path): info, "/absent": {"exists": False}}}
     same = FILTERS["probed_same"]

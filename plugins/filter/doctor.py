@@ -29,6 +29,7 @@ CHECKS = (
     "hw.match",
     "slurm.node",
     "shared.fs",
+    "health",
     "torch.venv",
 )
 # Checks whose FAIL on the same node explains a FAIL of the key check.
@@ -46,10 +47,15 @@ LOCAL_CAUSES = {
         "slurm.daemon",
         "net.ports",
         "hw.match",
+        "health",
     ),
     "net.ports": ("slurm.daemon", "net.hostname"),
     # A user's folder is on the shared filesystem: a node without it fails both.
     "users": ("shared.fs",),
+    # The node health program's checks repeat the doctor's finer ones here.
+    "health": ("munge.service", "munge.key", "clock", "config.files", "slurm.daemon", "shared.fs"),
+    # scontrol ping needs munge on the controller.
+    "slurm.daemon": ("munge.service", "munge.key"),
 }
 # Checks whose FAIL on any node explains a FAIL of the key check on every node
 # (slurm.conf holds every node's line: a node whose hardware changed changes it).
@@ -61,7 +67,11 @@ CONTROLLER_CAUSES = {
     "slurm.node": ("munge.service", "munge.cross", "slurm.daemon", "config.files", "net.ports"),
     "net.ports": ("slurm.daemon", "net.ports"),
     "shared.fs": ("shared.fs",),
+    # A file missing or changed on the controller is what its nodes fetched stale.
+    "config.files": ("config.files",),
 }
+# A config file named in config.files' evidence ("/etc/slurm/gres.conf sha256 …").
+CONF_NAME = re.compile(r"/([\w.-]+\.conf) sha256")
 MUNGE_CLOCK_STATUSES = ("Expired credential", "Rewound credential")
 DOWN_STATES = ("DOWN", "FAIL", "NOT_RESPONDING", "INVAL", "UNKNOWN", "FUTURE")
 # Drain reasons that slurmctld sets itself (the node's hardware or config is wrong).
@@ -146,11 +156,38 @@ class _Doctor:
     # --- checks -----------------------------------------------------------------
 
     def hostname(self) -> None:
+        ctl_name = self.local.get(self.ctl, {}).get("host", self.ctl)
+        ctl_addrs = [
+            a for a in self.local.get(self.ctl, {}).get("self_addrs", []) if not _loopback(a)
+        ]
         for h in self.hosts:
             addrs = self.local[h].get("self_addrs", [])
             name = self.local[h].get("host", h)
             bad = [a for a in addrs if _loopback(a) or a.startswith("error")]
-            if not addrs or bad:
+            seen = (self.local[h].get("resolved") or {}).get(ctl_name)
+            if (
+                h != self.ctl
+                and seen is not None
+                and (
+                    not seen
+                    or any(_loopback(a) or a.startswith("error") for a in seen)
+                    or (ctl_addrs and not set(seen) & set(ctl_addrs))
+                )
+            ):
+                wrong = ", ".join(seen) or "nothing"
+                loop = any(_loopback(a) for a in seen)
+                self.add(
+                    h,
+                    "net.hostname",
+                    "FAIL",
+                    f"the controller's name {ctl_name} resolves on {h} to {wrong}"
+                    + (" (loopback)" if loop else "")
+                    + f"; {self.ctl} is {', '.join(ctl_addrs) or '?'}: "
+                    "slurmd there cannot reach slurmctld",
+                    f"remove the line that maps {ctl_name} to {wrong} from /etc/hosts on {h} "
+                    f"(site.yml removes a loopback line of {ctl_name}), or fix its DNS entry",
+                )
+            elif not addrs or bad:
                 self.add(
                     h,
                     "net.hostname",
@@ -467,6 +504,7 @@ class _Doctor:
         for h in self.hosts:
             svc = self.local[h].get("services", {})
             problems, fine = [], []
+            ctl_problem = False
             if h == self.ctl:
                 ping = self.local[h].get("ping", {})
                 state = svc.get("slurmctld", "absent")
@@ -478,6 +516,7 @@ class _Doctor:
                     )
                 else:
                     fine.append("slurmctld answers (scontrol ping)")
+                ctl_problem = bool(problems)
             if h in self.computes:
                 state = svc.get("slurmd", "absent")
                 if state.startswith("active/running"):
@@ -485,7 +524,7 @@ class _Doctor:
                 else:
                     problems.append(f"slurmd.service is {state}")
             if problems:
-                unit = "slurmctld" if h == self.ctl and "slurmctld" in problems[0] else "slurmd"
+                unit = "slurmctld" if h == self.ctl and ctl_problem else "slurmd"
                 self.add(
                     h,
                     "slurm.daemon",
@@ -598,6 +637,7 @@ class _Doctor:
 
     def node_state(self) -> None:
         gate = str(self.ctx.get("acceptance_prefix") or "acceptance:")
+        health = str(self.ctx.get("health_prefix") or "health:")
         for h in self.hosts:
             if h not in self.computes:
                 self.add(h, "slurm.node", "SKIP", "not a compute node")
@@ -646,6 +686,17 @@ class _Doctor:
                     text,
                     "smoke_train.yml runs the acceptance job on it and resumes it when it passes"
                     + ("" if reason.startswith(f"{gate} pending") else "; fix the cause first"),
+                )
+            elif flags & {"DRAIN", "DRAINING", "DRAINED"} and reason.startswith(health):
+                # The node health program's own drain: a fault while its checks fail.
+                live = (self.local[h].get("health") or {}).get("live") or []
+                failing = any(r["status"] == "FAIL" for r in live)
+                self.add(
+                    h,
+                    "slurm.node",
+                    "FAIL" if failing else "WARN",
+                    text,
+                    "fix what the reason names; the health program then resumes the node",
                 )
             elif flags & {"DRAIN", "DRAINING", "DRAINED"}:
                 status = "FAIL" if SLURM_DRAIN_REASONS.match(reason) else "WARN"
@@ -712,6 +763,57 @@ class _Doctor:
                     f"{m.get('path')}: {m.get('mount')}, token seen across nodes",
                 )
 
+    def health(self) -> None:
+        """The node health program's checks, run now by the probe, and slurmd's last run."""
+        prefix = str(self.ctx.get("health_prefix") or "health:")
+        for h in self.hosts:
+            if h not in self.computes:
+                self.add(h, "health", "SKIP", "not a compute node (no slurmd runs the program)")
+                continue
+            probe = self.local[h].get("health") or {}
+            if not probe.get("installed"):
+                self.add(h, "health", "SKIP", probe.get("error") or "no health program here")
+                continue
+            live = probe.get("live") or []
+            last = probe.get("last") or {}
+            fails = [r for r in live if r["status"] == "FAIL"]
+            warns = [r for r in live if r["status"] == "WARN"]
+            if last:
+                age = float(self.local[h].get("time", 0)) - float(last.get("time", 0))
+                act = last.get("action", "none")
+                seen = f"slurmd's last run {age:.0f} s ago: {last.get('verdict')}" + (
+                    f", {act}" if act not in ("none", "") else ""
+                )
+            else:
+                seen = "slurmd has not run it yet"
+            node = self.slurm_nodes.get(self.local[h].get("host", h), {})
+            if fails:
+                self.add(
+                    h,
+                    "health",
+                    "FAIL",
+                    "; ".join(f"{r['id']}: {r['message']}" for r in fails) + f" ({seen})",
+                    fails[0].get("fix") or "see cluster-health on the node",
+                )
+            elif node.get("reason", "").startswith(prefix):
+                self.add(
+                    h,
+                    "health",
+                    "WARN",
+                    f"every check passes now; still drained as '{node['reason']}' ({seen})",
+                    "the program's next run lifts its drain (HealthCheckInterval)",
+                )
+            elif warns or not last:
+                self.add(
+                    h,
+                    "health",
+                    "WARN",
+                    "; ".join(f"{r['id']}: {r['message']}" for r in warns) or seen,
+                    "see cluster-health on the node",
+                )
+            else:
+                self.add(h, "health", "PASS", f"{len(live)} checks pass ({seen})")
+
     def torch(self) -> None:
         for h in self.hosts:
             info = self.local[h].get("torch")
@@ -775,7 +877,7 @@ class _Doctor:
                 if "caused_by" in r or r["host"] == self.ctl:
                     continue
                 for dep in CONTROLLER_CAUSES.get(r["check"], ()):
-                    if (self.ctl, dep) in failed and self._ctl_explains(dep, r["check"]):
+                    if (self.ctl, dep) in failed and self._ctl_explains(dep, r["check"], r):
                         r["caused_by"] = f"{self.ctl} {dep}"
                         break
 
@@ -795,10 +897,17 @@ class _Doctor:
                 seen.add(key)
                 cur = index[cur["caused_by"]]
 
-    def _ctl_explains(self, dep: str, check: str) -> bool:
+    def _ctl_explains(self, dep: str, check: str, result: dict | None = None) -> bool:
         """A controller failure of the same check explains a node's only when all nodes fail it."""
         if dep != check:
             return True
+        if check == "config.files" and result is not None:
+            # The controller's file explains a node's stale copy of the same file.
+            mine = set(CONF_NAME.findall(result["evidence"]))
+            ctl = next(
+                r for r in self.results if r["host"] == self.ctl and r["check"] == "config.files"
+            )
+            return bool(mine) and mine <= set(CONF_NAME.findall(ctl["evidence"]))
         return all(
             any(
                 r["host"] == h and r["check"] == check and r["status"] == "FAIL"
@@ -826,6 +935,7 @@ def doctor_report(probes: dict, ctx: dict) -> dict:
         d.hardware,
         d.node_state,
         d.shared_fs,
+        d.health,
         d.torch,
         d.reachability,
     )

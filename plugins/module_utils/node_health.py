@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import errno
 import fcntl
+import grp
 import hashlib
 import json
 import os
@@ -113,6 +114,73 @@ def run(argv: list[str], timeout: float = 10, stdin: str | None = None, **kw) ->
     except OSError as exc:
         return {"rc": 126, "out": "", "err": f"{argv[0]}: {exc.strerror or exc}"}
     return {"rc": proc.returncode, "out": proc.stdout, "err": proc.stderr}
+
+
+def owner_names(uid: int, gid: int) -> tuple[str, str]:
+    """User and group names of a file (the numbers where a name is missing)."""
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = str(uid)
+    try:
+        group = grp.getgrgid(gid).gr_name
+    except KeyError:
+        group = str(gid)
+    return user, group
+
+
+def file_info(path: str) -> dict:
+    """{exists, sha1 (Ansible's own checksum), sha256, owner, group, mode} of a file."""
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        return {"exists": False, "error": exc.strerror}
+    owner, group = owner_names(st.st_uid, st.st_gid)
+    return {
+        "exists": True,
+        "sha1": hashlib.sha1(data).hexdigest(),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "owner": owner,
+        "group": group,
+        "mode": f"{st.st_mode & 0o7777:04o}",
+    }
+
+
+def parse_units(text: str) -> dict[str, dict[str, str]]:
+    """``systemctl show -p Id,LoadState,ActiveState,SubState,UnitFileState A B`` → {A: {…}}."""
+    out: dict[str, dict[str, str]] = {}
+    for block in text.strip().split("\n\n"):
+        props = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        name = props.get("Id", "")
+        name = name[: -len(".service")] if name.endswith(".service") else name
+        if not name:
+            continue
+        if props.get("LoadState") == "not-found":
+            out[name] = {"active": "absent", "sub": "absent", "enabled": "absent"}
+        else:
+            out[name] = {
+                "active": props.get("ActiveState", ""),
+                "sub": props.get("SubState", ""),
+                "enabled": props.get("UnitFileState", ""),
+            }
+    return out
+
+
+def units(names: list[str]) -> dict[str, dict[str, str]]:
+    """parse_units of one systemctl call; a unit systemd does not know is "absent"."""
+    if not names:
+        return {}
+    full = [n if "." in n else f"{n}.service" for n in names]
+    res = run(
+        ["systemctl", "show", "--property=Id,LoadState,ActiveState,SubState,UnitFileState", *full],
+        timeout=10,
+    )
+    found = parse_units(res["out"]) if res["rc"] == 0 else {}
+    absent = {"active": "absent", "sub": "absent", "enabled": "absent"}
+    short = [n[: -len(".service")] if n.endswith(".service") else n for n in names]
+    return {n: found.get(n, absent) for n in short}
 
 
 def last_line(res: dict) -> str:

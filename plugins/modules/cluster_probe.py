@@ -91,6 +91,23 @@ options:
     description: Seconds for each TCP connect.
     type: float
     default: 2
+  resolve:
+    description: >-
+      O(phase=local) - names to resolve here (the controller's: a wrong or
+      loopback answer is a cause of its own).
+    type: list
+    elements: str
+    default: []
+  health_config:
+    description: >-
+      O(phase=local) on compute nodes - the node health program's settings; its
+      checks (module_utils/node_health.py) run here without draining. Empty for none.
+    type: str
+    default: ""
+  health_state_dir:
+    description: Where the node health program keeps its last verdict (last.json).
+    type: str
+    default: /var/lib/slurm-cluster/health
 author:
   - slurm-cluster-in-a-box contributors (@gpulab)
 """
@@ -149,19 +166,23 @@ probe:
       ctl: {ok: true}
 """
 
-import grp
 import hashlib
 import json
 import os
 import pwd
 import re
-import shutil
 import socket
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import node_health
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_health import (
+    file_info,
+    run,
+    units,
+)
 
 SERVICES = ("munge", "slurmd", "slurmctld", "slurmdbd")
 CONF_FILES = ("slurm.conf", "gres.conf", "cgroup.conf")
@@ -172,64 +193,43 @@ TORCH_SNIPPET = (
 )
 
 
-def run(argv: list[str], timeout: float = 10, stdin: str | None = None) -> dict:
-    """rc, stdout, stderr of a command; rc 127 when missing, 124 on timeout."""
-    if shutil.which(argv[0]) is None and not os.path.exists(argv[0]):
-        return {"rc": 127, "out": "", "err": f"{argv[0]}: not found"}
-    try:
-        proc = subprocess.run(
-            argv, input=stdin, capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
-        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
-        return {"rc": 124, "out": out, "err": err + f"\n(timed out after {timeout} s)"}
-    return {"rc": proc.returncode, "out": proc.stdout, "err": proc.stderr}
-
-
 def services() -> dict:
     """{unit: ActiveState/SubState or 'absent'} from one systemctl call."""
-    names = [f"{s}.service" for s in SERVICES]
-    res = run(
-        ["systemctl", "show", "--property=Id,LoadState,ActiveState,SubState", *names], timeout=10
-    )
-    out: dict[str, str] = {}
-    for block in res["out"].strip().split("\n\n"):
-        props = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
-        name = props.get("Id", "").removesuffix(".service")
-        if not name:
-            continue
-        if props.get("LoadState") == "not-found":
-            out[name] = "absent"
-        else:
-            out[name] = f"{props.get('ActiveState', '?')}/{props.get('SubState', '?')}"
-    return out
+    return {
+        name: "absent" if u["active"] == "absent" else f"{u['active']}/{u['sub']}"
+        for name, u in units(list(SERVICES)).items()
+    }
 
 
 def key_info(path: str) -> dict:
     """Mode, owner and a fingerprint (first 16 hex of SHA-256) of the munge key."""
-    try:
-        st = os.stat(path)
-        with open(path, "rb") as handle:
-            digest = hashlib.sha256(handle.read()).hexdigest()[:16]
-    except OSError as exc:
-        return {"exists": False, "error": exc.strerror}
-    owner, group = _owner(st.st_uid, st.st_gid)
-    mode = f"{st.st_mode & 0o7777:04o}"
-    return {"exists": True, "mode": mode, "owner": owner, "group": group, "fingerprint": digest}
+    info = file_info(path)
+    if not info["exists"]:
+        return info
+    return {k: info[k] for k in ("exists", "mode", "owner", "group")} | {
+        "fingerprint": info["sha256"][:16]
+    }
 
 
-def _owner(uid: int, gid: int) -> tuple[str, str]:
-    """User and group names of a file (the numbers where a name is missing)."""
+def health(config: str, state_dir: str) -> dict:
+    """The node health program's checks, run here now without draining, and slurmd's last run.
+
+    The same registry (module_utils/node_health.py) that slurmd runs as the
+    node's HealthCheckProgram, with that program's settings on this node.
+    """
+    if not config or not os.path.exists(config):
+        return {"installed": False, "error": f"no {config or 'health settings'} here"}
     try:
-        user = pwd.getpwuid(uid).pw_name
-    except KeyError:
-        user = str(uid)
-    try:
-        group = grp.getgrgid(gid).gr_name
-    except KeyError:
-        group = str(gid)
-    return user, group
+        cfg = node_health.load_config(config)
+    except (OSError, ValueError) as exc:
+        return {"installed": False, "error": str(exc)}
+    state = node_health.load_json(os.path.join(state_dir, "state.json"), {})
+    results = node_health.run_checks(cfg, dict(state) if isinstance(state, dict) else {})
+    return {
+        "installed": True,
+        "live": [r.as_dict() for r in results],
+        "last": node_health.load_json(os.path.join(state_dir, "last.json"), None),
+    }
 
 
 def file_hashes(conf_dir: str) -> dict:
@@ -473,6 +473,7 @@ def local(p: dict) -> dict:
                 }
             ),
             "torch": pool.submit(torch_info, p["venv_python"]),
+            "resolved": pool.submit(lambda: {n: resolve(n) for n in p["resolve"]}),
             "users": pool.submit(lab_users, p["users"]),
             "shared": pool.submit(
                 shared,
@@ -487,6 +488,7 @@ def local(p: dict) -> dict:
         }
         if p["compute"]:
             jobs["hardware"] = pool.submit(hardware, conf_dir, host)
+            jobs["health"] = pool.submit(health, p["health_config"], p["health_state_dir"])
         if p["controller"]:
             jobs["ping"] = pool.submit(run, ["scontrol", "ping"])
             jobs["nodes"] = pool.submit(run, ["scontrol", "--oneliner", "show", "node"])
@@ -579,6 +581,9 @@ def main() -> None:
             "read_tokens": {"type": "dict", "default": {}, "no_log": False},
             "ports": {"type": "dict", "default": {}},
             "connect_timeout": {"type": "float", "default": 2.0},
+            "resolve": {"type": "list", "elements": "str", "default": []},
+            "health_config": {"type": "str", "default": ""},
+            "health_state_dir": {"type": "str", "default": "/var/lib/slurm-cluster/health"},
         },
         supports_check_mode=True,
     )

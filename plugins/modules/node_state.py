@@ -144,13 +144,10 @@ ansible_facts:
   type: dict
 """
 
-import grp
 import hashlib
 import os
-import pwd
 import shutil
 import socket
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
@@ -158,6 +155,11 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.identities im
     plan_identities,
     read_identities,
     refusals,
+)
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_health import (
+    file_info,
+    run,
+    units,
 )
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.safe_fs import (
     UnsafePath,
@@ -170,92 +172,17 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.slurm_node im
 TIMEOUT = 30
 
 
-def run(argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
-    try:
-        proc = subprocess.run(
-            argv, input=stdin, capture_output=True, text=True, timeout=TIMEOUT, check=False
-        )
-    except FileNotFoundError as exc:
-        return 127, "", str(exc)
-    except subprocess.TimeoutExpired:
-        return 124, "", f"timed out after {TIMEOUT} s"
-    return proc.returncode, proc.stdout, proc.stderr
-
-
 def packages() -> dict[str, str]:
-    rc, out, _err = run(
-        ["dpkg-query", "--show", "--showformat=${db:Status-Status} ${Package} ${Version}\\n"]
+    res = run(
+        ["dpkg-query", "--show", "--showformat=${db:Status-Status} ${Package} ${Version}\\n"],
+        TIMEOUT,
     )
     found: dict[str, str] = {}
-    for line in out.splitlines() if rc == 0 else []:
+    for line in res["out"].splitlines() if res["rc"] == 0 else []:
         fields = line.split()
         if len(fields) == 3 and fields[0] == "installed":
             found[fields[1]] = fields[2]
     return found
-
-
-def parse_units(text: str) -> dict[str, dict[str, str]]:
-    """`systemctl show -p Id,LoadState,ActiveState,UnitFileState A B` -> {A: {active, enabled}}."""
-    out: dict[str, dict[str, str]] = {}
-    for block in text.strip().split("\n\n"):
-        props = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
-        name = props.get("Id", "").removesuffix(".service")
-        if not name:
-            continue
-        if props.get("LoadState") == "not-found":
-            out[name] = {"active": "absent", "enabled": "absent"}
-        else:
-            out[name] = {
-                "active": props.get("ActiveState", ""),
-                "enabled": props.get("UnitFileState", ""),
-            }
-    return out
-
-
-def units(names: list[str]) -> dict[str, dict[str, str]]:
-    if not names:
-        return {}
-    rc, out, _err = run(
-        [
-            "systemctl",
-            "show",
-            "--property=Id,LoadState,ActiveState,UnitFileState",
-            *[n if "." in n else f"{n}.service" for n in names],
-        ]
-    )
-    found = parse_units(out) if rc == 0 else {}
-    # A unit systemd does not know at all is reported under the name asked for.
-    return {
-        n.removesuffix(".service"): found.get(
-            n.removesuffix(".service"), {"active": "absent", "enabled": "absent"}
-        )
-        for n in names
-    }
-
-
-def file_info(path: str) -> dict:
-    try:
-        st = os.stat(path)
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return {"exists": False}
-    try:
-        owner = pwd.getpwuid(st.st_uid).pw_name
-    except KeyError:
-        owner = str(st.st_uid)
-    try:
-        group = grp.getgrgid(st.st_gid).gr_name
-    except KeyError:
-        group = str(st.st_gid)
-    return {
-        "exists": True,
-        "sha1": hashlib.sha1(data).hexdigest(),  # Ansible's own file checksum
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "owner": owner,
-        "group": group,
-        "mode": f"{st.st_mode & 0o7777:04o}",
-    }
 
 
 MASK = "@SECRET@"
@@ -293,10 +220,10 @@ def read_text(path: str) -> str | None:
 
 
 def command(spec: str | list) -> dict:
-    rc, out, err = run(
-        [str(a) for a in spec] if isinstance(spec, list) else ["/bin/sh", "-c", str(spec)]
+    res = run(
+        [str(a) for a in spec] if isinstance(spec, list) else ["/bin/sh", "-c", str(spec)], TIMEOUT
     )
-    return {"rc": rc, "stdout": out, "stderr": err}
+    return {"rc": res["rc"], "stdout": res["out"], "stderr": res["err"]}
 
 
 def slurm_node() -> tuple[dict | None, str]:
@@ -306,7 +233,11 @@ def slurm_node() -> tuple[dict | None, str]:
     if slurmd is None:
         return None, "slurmd is not installed"
     try:
-        return read_node(run, slurmd, shutil.which("nvidia-smi")), ""
+        # read_node takes a run_command(argv) -> (rc, out, err), as Ansible's.
+        res = read_node(
+            lambda argv: tuple(run(argv, TIMEOUT).values()), slurmd, shutil.which("nvidia-smi")
+        )
+        return res, ""
     except ValueError as exc:
         return None, str(exc)
 

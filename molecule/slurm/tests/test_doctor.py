@@ -65,6 +65,8 @@ class Fault:
     site_fails: str = ""  # regex site.yml's output must match when it cannot repair
     wait_down: bool = False  # wait until slurmctld marks the node not responding
     suites: tuple[str, ...] = ("bookworm",)
+    # The named cause is the only one: its consequences are marked, not listed.
+    sole: bool = False
     also: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -155,6 +157,36 @@ FAULTS = [
         r"ctl → node2:6818 \(slurmd\) timed out",
         "iptables -I INPUT -p tcp --dport 6818 -j DROP",
     ),
+    # The controller's name on a loopback line of one node: slurmd there
+    # talks to itself. The cause is the name (not a firewall), and site.yml
+    # removes the line.
+    Fault(
+        "controller name mapped to 127.0.1.1",
+        "node1",
+        "net.hostname",
+        r"the controller's name ctl resolves on node1 to 127\.0\.1\.1 \(loopback\)",
+        "cp /etc/hosts /tmp/hosts && (echo '127.0.1.1 ctl.slurm-lab ctl'; cat /tmp/hosts)"
+        " > /etc/hosts",
+        sole=True,
+    ),
+    # scontrol ping fails too: a consequence, not a second cause with the wrong daemon.
+    Fault(
+        "munged stopped on the controller",
+        "ctl",
+        "munge.service",
+        r"munge.service is inactive",
+        "systemctl stop munge",
+        sole=True,
+    ),
+    # The nodes' fetched copies are explained by the controller's missing file.
+    Fault(
+        "gres.conf removed on the controller",
+        "ctl",
+        "config.files",
+        r"/etc/slurm/gres.conf sha256 missing",
+        "rm /etc/slurm/gres.conf",
+        sole=True,
+    ),
     Fault(
         "hostname mapped to 127.0.1.1",
         "node2",
@@ -230,6 +262,8 @@ def test_fault_is_named_repaired_and_proven(run_playbook, fault: Fault) -> None:
         assert (fault.node, fault.check) in causes(report), causes(report)
         # No other node is blamed: every cause is on the broken node.
         assert {h for h, _ in causes(report)} == {fault.node}, report["causes"]
+        if fault.sole:
+            assert causes(report) == [(fault.node, fault.check)], report["causes"]
         cause = next(c for c in report["causes"] if c["check"] == fault.check)
         assert re.search(fault.evidence, cause["evidence"]), cause["evidence"]
         assert cause["fix"]
