@@ -4,7 +4,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: cluster_report
-author: slurm-cluster-in-a-box contributors
+author: slurm-cluster-in-a-box contributors (@gpulab)
 version_added: 0.1.0
 short_description: Write the HTML cluster report and return the verdict metrics
 description:

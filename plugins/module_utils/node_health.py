@@ -929,6 +929,11 @@ class PrivateMunge:
 # ---------------------------------------------------------------- main
 
 
+def say(text: str, err: bool = False) -> None:
+    """One line of the command's output (stdout, or stderr for errors)."""
+    (sys.stderr if err else sys.stdout).write(f"{text}\n")
+
+
 def load_config(path: str) -> dict:
     with open(path) as handle:
         given = json.load(handle)
@@ -965,7 +970,9 @@ def write_json(path: str, data: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="cluster-health", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="cluster-health", description=__doc__.split("\n\n", maxsplit=1)[0]
+    )
     parser.add_argument("--config", default=CONFIG)
     parser.add_argument("--state-dir", default=STATE_DIR)
     parser.add_argument(
@@ -984,7 +991,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.list:
         for check in REGISTRY:
-            print(f"{check.id:16} {check.reads}")
+            say(f"{check.id:16} {check.reads}")
         return 0
     start = time.monotonic()
     try:
@@ -1000,7 +1007,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.if_munge_down and not drained_for_munge and check_munge(Context(cfg))[0] == "PASS":
             return 0
     except (OSError, ValueError) as exc:
-        print(f"cluster-health: {exc}", file=sys.stderr)
+        say(f"cluster-health: {exc}", err=True)
         return 2
     os.makedirs(args.state_dir, mode=0o755, exist_ok=True)
     # One run at a time (slurmd's and one by hand): the second waits up to 10 s.
@@ -1012,12 +1019,13 @@ def main(argv: list[str] | None = None) -> int:
             break
         except BlockingIOError:
             if time.monotonic() > deadline:
-                print("cluster-health: another run holds the lock", file=sys.stderr)
+                say("cluster-health: another run holds the lock", err=True)
                 return 2
             time.sleep(0.2)
     state_path = os.path.join(args.state_dir, "state.json")
     state = load_json(state_path, {})
-    assert isinstance(state, dict)
+    if not isinstance(state, dict):
+        state = {}
     cfg["_ack_xid"] = args.ack_xid
     results = run_checks(cfg, state)
     now = time.time()
@@ -1076,17 +1084,15 @@ def main(argv: list[str] | None = None) -> int:
     }
     write_json(os.path.join(args.state_dir, "last.json"), report)
     if args.json:
-        print(json.dumps(report, indent=1))
+        say(json.dumps(report, indent=1))
     else:
         for r in results:
-            print(f"{r.status:4} {r.id:16} {r.message}")
-        print(
-            f"{verdict} in {report['run_s']:.2f} s; node {cfg['node']}: {action} {reason}".rstrip()
-        )
+            say(f"{r.status:4} {r.id:16} {r.message}")
+        say(f"{verdict} in {report['run_s']:.2f} s; node {cfg['node']}: {action} {reason}".rstrip())
         if error:
-            print(f"cluster-health: {error}", file=sys.stderr)
+            say(f"cluster-health: {error}", err=True)
     return 0 if verdict == "PASS" else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -440,7 +440,7 @@ def timeline(data: dict) -> str:
             )
     if not marks:
         return '<p class="muted">No runs recorded yet.</p>'
-    times = [t for ms in marks.values() for t, _, _ in ms]
+    times = [m[0] for ms in marks.values() for m in ms]
     t0, t1 = min(times), max(times)
     span = max(t1 - t0, 1.0)
     width, left, row = 900, 80, 22
@@ -476,8 +476,8 @@ def line_chart(
     points = [(t, v) for s in series.values() for t, v in s]
     if not points:
         return f'<p class="muted">{_e(title)}: no figures in the history yet.</p>'
-    t0, t1 = min(t for t, _ in points), max(t for t, _ in points)
-    vmax = max(v for _, v in points) * scale or 1.0
+    t0, t1 = min(p[0] for p in points), max(p[0] for p in points)
+    vmax = max(p[1] for p in points) * scale or 1.0
     width, height, left, bottom = 640, 220, 60, 30
     span = max(t1 - t0, 1.0)
 
@@ -554,8 +554,8 @@ def bench_section(data: dict) -> str:
 def render_html(data: dict, title: str = "Slurm cluster report") -> str:
     found = problems(data)
     figures = node_figures(data.get("history") or [])
-    steps = {n: [(t, s) for t, s, _ in pts if s is not None] for n, pts in figures.items()}
-    bws = {n: [(t, b) for t, _, b in pts if b is not None] for n, pts in figures.items()}
+    steps = {n: [(p[0], p[1]) for p in pts if p[1] is not None] for n, pts in figures.items()}
+    bws = {n: [(p[0], p[2]) for p in pts if p[2] is not None] for n, pts in figures.items()}
     gate = acceptance(data.get("history") or [])
     gate_rows = "".join(
         f'<tr><td>{_e(n)}</td><td class="s {"PASS" if ok else "FAIL"}">'

@@ -309,7 +309,7 @@ def parse_oneliner(line: str) -> dict[str, str]:
 def tres(text: str) -> dict[str, float]:
     out = {}
     for item in (text or "").split(","):
-        name, _, value = item.partition("=")
+        name, _sep, value = item.partition("=")
         if value:
             out[name] = number(value) or 0.0
     return out
@@ -412,7 +412,7 @@ def job_metrics(m: Metrics, jobs_text: str, now: float) -> None:
                 t = time.mktime(time.strptime(submit, "%Y-%m-%dT%H:%M:%S"))
             except ValueError:
                 continue
-            oldest[partition] = max(oldest.get(partition, 0.0), max(0.0, now - t))
+            oldest[partition] = max(oldest.get(partition, 0.0), 0.0, now - t)
     fam = m.family("slurm_jobs", "gauge", "Jobs by state and partition.")
     for (state, partition), n in sorted(counts.items()):
         fam.add(n, state=state, partition=partition)
