@@ -29,7 +29,8 @@ host: venv
 test-host: host nfs-host
 	$(BIN)/python molecule/shared/hostprep.py image --suite trixie
 
-# Linters, then the gates a published collection faces, on the built tarball, offline
+# Linters (tools/private_vars.py: no role reads another role's __ variable),
+# then the gates a published collection faces, on the built tarball, offline
 # but for the package index: Galaxy's importer (any error or warning fails)
 # and ansible-test sanity on every Python it supports that is installed here
 # (tools/sanity.py: its pip bootstrap is tools/get_pip_standin.py; the test
@@ -40,6 +41,7 @@ lint: venv collection
 	ansible-lint
 	ruff check .
 	ruff format --check .
+	$(BIN)/python tools/private_vars.py
 	$(BIN)/python tools/galaxy_import.py
 	$(BIN)/python tools/sanity.py
 

@@ -117,7 +117,7 @@ def test_the_probe_runs_the_modules_own_reads() -> None:
     from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.sacctmgr import show_argv
 
     play = yaml.safe_load((ROOT / "playbooks/packages.yml").read_text())[0]
-    probe = play["vars"]["__cluster_probe_accounting"]
+    probe = play["vars"]["__packages_probe_accounting"]
     for what, name in PROBE_NAMES.items():
         command = " ".join(probe[name].split())
         expected = " ".join(show_argv(what, "{{ cluster_name | lower | quote }}"))
