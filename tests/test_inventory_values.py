@@ -419,13 +419,16 @@ def test_a_group_value_wrong_on_every_host_is_reported_once() -> None:
         ("cluster_health_clock_max_offset_s", "soon", "is not a number in 0.001-240"),
         ("cluster_health_timeout_s", 60, "is not a number in 0.5-15"),
         ("cluster_health_skip", ["gpu.ecc", "gpu.temp"], "names gpu.temp, not a health check"),
+        ("monitoring_prometheus_listen_address", "9090", "is not host:port"),
+        ("monitoring_prometheus_listen_address", "0.0.0.0:70000", "is not host:port"),
+        ("monitoring_prometheus_retention", "15 days", "is not a Prometheus duration"),
     ],
 )
 def test_bad_health_settings_are_named(var, value, words) -> None:
     hv = {h: {var: value} for h in ("ctl", "node1")}
     problems = ic.inventory_problems(hv, {"all": ["ctl", "node1"], "slurm_compute": ["node1"]})
     assert len(problems) == 1, problems
-    assert problems[0].startswith("all hosts: cluster_health_")
+    assert problems[0].startswith(f"all hosts: {var}")
     assert words in problems[0]
 
 
@@ -437,6 +440,8 @@ def test_good_health_settings_pass() -> None:
         "cluster_health_clock_max_offset_s": 1.0,
         "cluster_health_timeout_s": 4,
         "cluster_health_skip": ["clock.sync"],
+        "monitoring_prometheus_listen_address": "[::1]:9090",
+        "monitoring_prometheus_retention": "30d12h",
     }
     hv = {h: dict(good) for h in ("ctl", "node1")}
     assert ic.inventory_problems(hv, {"all": ["ctl", "node1"], "slurm_compute": ["node1"]}) == []

@@ -824,6 +824,22 @@ CHECKS: dict[str, Callable[[_Check, str, Any], None]] = {
     # Slurm kills the program at 60 s; a run must stay well inside its 5 s budget.
     "cluster_health_timeout_s": _number("cluster_health_timeout_s", 0.5, 15, 4),
     "cluster_health_skip": _health_skip,
+    # The monitoring role's values (its own assert repeats these when used alone).
+    "monitoring_prometheus_listen_address": _pattern(
+        "monitoring_prometheus_listen_address",
+        r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-5][0-9]{3})",
+        "host:port (host a name, an address or empty; port 1-65535)",
+        "0.0.0.0:9090",
+    ),
+    "monitoring_prometheus_retention": _pattern(
+        "monitoring_prometheus_retention",
+        r"([0-9]+(ms|y|w|d|h|m|s))+",
+        "a Prometheus duration",
+        "15d",
+    ),
+    "monitoring_scrape_interval": _pattern(
+        "monitoring_scrape_interval", r"([0-9]+(ms|y|w|d|h|m|s))+", "a Prometheus duration", "15s"
+    ),
     "cluster_acceptance": _acceptance,
     "cluster_acceptance_modes": _acceptance_modes,
     "cluster_name": _cluster_name,
