@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from ddp_smoke.benchmarks import tcp_peer
+from ddp_smoke.faults import Faults, parse_faults
 from ddp_smoke.judge import (
     CheckResult,
     Identity,
@@ -14,7 +16,6 @@ from ddp_smoke.judge import (
     shard_problems,
 )
 from ddp_smoke.launch import MeasureOptions
-from ddp_smoke.rank import Faults, parse_faults, tcp_peer
 
 
 def test_no_fault_by_default() -> None:

@@ -12,6 +12,12 @@ from ddp_launch import interpreters
 
 TRAINING = Path(__file__).resolve().parents[1]
 CONTROLLER_MODULES = ("cli", "launch", "judge", "report", "batch", "accept", "__main__")
+# Run inside a rank but need only the standard library: cheap to import, tested anywhere.
+RANK_STDLIB_MODULES = ("network", "faults")
+# Run inside a rank and import torch at import time; only ``run`` imports them.
+TORCH_MODULES = ("rank", "checks", "benchmarks")
+# One file, one concern: past this, split the module (issue 26).
+MAX_MODULE_LINES = 700
 
 # A meta-path finder that refuses torch, as on a controller without it.
 BLOCK_TORCH = """
@@ -83,3 +89,44 @@ runpy.run_module("ddp_smoke", run_name="__main__")
     assert done.returncode == 0, done.stderr
     body = json.loads(done.stdout)
     assert (body["verdict"], body["nodes"], body["checks_passed"]) == ("PASS", ["gpu01"], 1)
+
+
+def package_modules() -> dict[str, int]:
+    """Every module of the package and its line count."""
+    return {
+        path.stem: len(path.read_text().splitlines())
+        for path in sorted((TRAINING / "ddp_smoke").glob("*.py"))
+    }
+
+
+def test_no_module_is_over_the_line_limit() -> None:
+    modules = package_modules()
+    too_long = {name: lines for name, lines in modules.items() if lines > MAX_MODULE_LINES}
+    assert too_long == {}, f"split these modules of ddp_smoke by concern: {too_long}"
+    assert len(modules) >= 13  # the glob found the package
+
+
+def test_every_module_says_where_it_runs() -> None:
+    """A new module joins one list above, so the torch-free tests cover it."""
+    declared = {"__init__", *CONTROLLER_MODULES, *RANK_STDLIB_MODULES, *TORCH_MODULES}
+    assert set(package_modules()) == declared
+
+
+@pytest.mark.parametrize("python", interpreters())
+def test_rank_modules_import_torch_only_where_they_use_it(python: str) -> None:
+    code = f"""{BLOCK_TORCH}
+import importlib
+for name in {RANK_STDLIB_MODULES!r}:
+    importlib.import_module("ddp_smoke." + name)
+assert not [name for name in sys.modules if name.split(".")[0] == "torch"]
+for name in {TORCH_MODULES!r}:
+    try:
+        importlib.import_module("ddp_smoke." + name)
+    except ModuleNotFoundError as exc:
+        print(name + ":", exc)
+"""
+    done = run_python(python, code, TRAINING)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"{name}: No module named 'torch' (hidden by the test)" for name in TORCH_MODULES
+    ]

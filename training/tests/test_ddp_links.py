@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from ddp_smoke import judge, launch
+from ddp_smoke.benchmarks import Bench, _tcp_result
+from ddp_smoke.faults import Faults
 from ddp_smoke.judge import Peers
 from ddp_smoke.launch import MeasureOptions
-from ddp_smoke.rank import Bench, Faults, _tcp_result
 from ddp_smoke.report import render
 
 # A DGX-like node as nvidia-smi 535 prints it (tabs, the header underlined with ANSI codes).

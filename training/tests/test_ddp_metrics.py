@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from ddp_smoke import judge
+from ddp_smoke.benchmarks import sweep_iterations
 from ddp_smoke.cli import parse_size, sweep_sizes
-from ddp_smoke.rank import sweep_iterations
 from ddp_smoke.report import format_bytes
 
 

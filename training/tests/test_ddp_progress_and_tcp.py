@@ -11,15 +11,9 @@ from datetime import timedelta
 import pytest
 
 from ddp_smoke import launch
-from ddp_smoke.rank import (
-    Progress,
-    _wait_workers,
-    candidate_addresses,
-    connect_any,
-    describe_laggards,
-    listen,
-    serve,
-)
+from ddp_smoke.faults import Progress, describe_laggards
+from ddp_smoke.network import candidate_addresses, connect_any, listen, serve
+from ddp_smoke.rank import _wait_workers
 
 
 class FakeStore:

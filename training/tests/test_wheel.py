@@ -30,7 +30,21 @@ TRAINING = Path(__file__).resolve().parents[1]
 WHEEL_NAME = "ddp_smoke-0.1.0-py3-none-any.whl"
 SDIST_NAME = "ddp_smoke-0.1.0.tar.gz"
 REPOSITORY = "https://github.com/gpulab/slurm_cluster"
-MODULES = ("__init__", "__main__", "accept", "batch", "cli", "judge", "launch", "rank", "report")
+MODULES = (
+    "__init__",
+    "__main__",
+    "accept",
+    "batch",
+    "benchmarks",
+    "checks",
+    "cli",
+    "faults",
+    "judge",
+    "launch",
+    "network",
+    "rank",
+    "report",
+)
 TIMEOUT_S = 120
 
 
