@@ -139,7 +139,12 @@ def test_shared_fs_fault_fires_alert() -> None:
         )
         took = time.monotonic() - start
         assert any(x["metric"].get("instance") == "node2" for x in result), result
-        # for: 2 min + collector 15 s + scrape 15 s + evaluation 15 s (and this loop's 5 s).
-        assert took <= 120 + 15 + 15 + 15 + 10, took
+        # for: 1 min (molecule/shared/host_vars/ctl.yml) + collector 15 s + scrape 15 s
+        # + evaluation 15 s (and this loop's 5 s).
+        assert took <= 60 + 15 + 15 + 15 + 10, took
+        print(f"SharedFilesystemMissing firing {took:.0f} s after the fault")
     finally:
         node2.run("umount /shared")
+        # The node health program drained node2 meanwhile: one run resumes it
+        # now (as site.yml would), so the next tests find it in service.
+        node2.run("/usr/local/sbin/cluster-health")
