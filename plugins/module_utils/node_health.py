@@ -337,20 +337,46 @@ def shared_write(cfg: dict) -> dict:
     )
 
 
+def open_root_dir(path: str) -> int:
+    """A descriptor of root's folder `path`, each component opened without following a link.
+
+    Raises OSError naming the component that is a link, missing, or (below
+    the first two levels: the mount point may be the lab's 1777 folder) a
+    folder someone other than root owns or may write.
+    """
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+    parts = [p for p in path.split("/") if p]
+    try:
+        for depth, part in enumerate(parts):
+            try:
+                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                where = "/" + "/".join(parts[: depth + 1])
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise OSError(exc.errno, f"{where} is a link or not a folder") from exc
+                raise OSError(exc.errno, f"{where}: {exc.strerror}") from exc
+            os.close(fd)
+            fd = nxt
+            st = os.fstat(fd)
+            if depth >= 2 and (st.st_uid != 0 or st.st_mode & 0o022):
+                where = "/" + "/".join(parts[: depth + 1])
+                raise OSError(errno.EPERM, f"{where} is not root's own folder")
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_token(check_dir: str) -> str:
     """'' when the check folder holds root's token file (its name is its content), else why not.
 
-    Opened without following links, and only root's own folder and file.
+    Root follows no link on the way and reads only its own files there.
     """
-    flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_DIRECTORY", 0)
     try:
-        fd = os.open(check_dir, flags)
+        fd = open_root_dir(check_dir)
     except OSError as exc:
-        return f"{check_dir}: {exc.strerror}"
+        return exc.strerror or str(exc)
     try:
-        st = os.fstat(fd)
-        if st.st_uid != 0 or st.st_mode & 0o022:
-            return f"{check_dir} is not root's own folder"
         for name in os.listdir(fd):
             try:
                 ffd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
