@@ -139,7 +139,7 @@ def test_shared_fs_fault_fires_alert() -> None:
         )
         took = time.monotonic() - start
         assert any(x["metric"].get("instance") == "node2" for x in result), result
-        # for: 1 min (molecule/shared/host_vars/ctl.yml) + collector 15 s + scrape 15 s
+        # for: 1 min (inventory/local group_vars) + collector 15 s + scrape 15 s
         # + evaluation 15 s (and this loop's 5 s).
         assert took <= 60 + 15 + 15 + 15 + 10, took
         print(f"SharedFilesystemMissing firing {took:.0f} s after the fault")
