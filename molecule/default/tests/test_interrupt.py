@@ -62,4 +62,9 @@ def test_ctrl_c_during_the_gate_leaves_the_node_out_of_service(run_playbook) -> 
     assert "(accepted: node2, back in service)" in out
     assert "No reservations" in ctl.check_output("scontrol show reservation")
     assert not ctl.file(PENDING).exists
+    # The job's teardown ends a few seconds after the playbook (mix, then idle).
+    for _ in range(30):
+        if node_state("node2") == "idle":
+            break
+        time.sleep(1)
     assert node_state("node2") == "idle"
