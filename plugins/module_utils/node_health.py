@@ -319,22 +319,36 @@ def check_config(ctx: Context) -> tuple[str, str]:
     return "FAIL", msg + ": slurmd did not take the controller's new file"
 
 
+def as_user(user: str | int, argv: list[str], timeout: float = 10) -> dict:
+    """rc, out, err of argv run as `user` (name or uid) with its own gid, no extra groups."""
+    try:
+        entry = pwd.getpwuid(user) if isinstance(user, int) else pwd.getpwnam(user)
+    except KeyError:
+        return {"rc": 1, "out": "", "err": f"user {user} does not exist here"}
+    try:
+        proc = subprocess.run(
+            argv,
+            user=entry.pw_uid,
+            group=entry.pw_gid,
+            extra_groups=[],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": entry.pw_dir},
+        )
+    except subprocess.TimeoutExpired:
+        return {"rc": 124, "out": "", "err": f"timed out after {timeout} s"}
+    except OSError as exc:
+        return {"rc": 1, "out": "", "err": str(exc)}
+    return {"rc": proc.returncode, "out": proc.stdout, "err": proc.stderr}
+
+
 def shared_write(cfg: dict) -> dict:
     """A file made and removed in the job user's folder, as that user, within the timeout."""
     script = 'f="$1/.health-$(uname -n)-$$"; : > "$f" && rm -f -- "$f"'
-    try:
-        entry = pwd.getpwnam(cfg["job_user"])
-    except KeyError:
-        return {"rc": 1, "out": "", "err": f"user {cfg['job_user']} does not exist here"}
-    return run(
-        ["sh", "-c", script, "sh", cfg["job_dir"]],
-        timeout=cfg["timeout_s"],
-        user=entry.pw_uid,
-        group=entry.pw_gid,
-        extra_groups=[],
-        cwd="/",
-        env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-    )
+    return as_user(cfg["job_user"], ["sh", "-c", script, "sh", cfg["job_dir"]], cfg["timeout_s"])
 
 
 def open_root_dir(path: str) -> int:

@@ -172,13 +172,13 @@ import os
 import pwd
 import re
 import socket
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import node_health
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_health import (
+    as_user,
     file_info,
     run,
     units,
@@ -363,32 +363,6 @@ READ_TOKENS = (
 )
 # Run as a lab user, in its folder: a file made and removed there.
 WRITE_PROBE = 'f="$1/.doctor-write-$$"; : > "$f" && rm -f -- "$f"'
-
-
-def as_user(user: str | int, argv: list[str], timeout: float = 10) -> dict:
-    """rc, out, err of argv run as `user` (name or uid) with its own gid, no extra groups."""
-    try:
-        entry = pwd.getpwuid(user) if isinstance(user, int) else pwd.getpwnam(user)
-    except KeyError:
-        return {"rc": 1, "out": "", "err": f"user {user} does not exist here"}
-    try:
-        proc = subprocess.run(
-            argv,
-            user=entry.pw_uid,
-            group=entry.pw_gid,
-            extra_groups=[],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            cwd="/",
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": entry.pw_dir},
-        )
-    except subprocess.TimeoutExpired:
-        return {"rc": 124, "out": "", "err": f"timed out after {timeout} s"}
-    except OSError as exc:
-        return {"rc": 1, "out": "", "err": str(exc)}
-    return {"rc": proc.returncode, "out": proc.stdout, "err": proc.stderr}
 
 
 def shared(path: str, job_user: str, token_dir: str, run_id: str, token: str, host: str,
