@@ -158,3 +158,15 @@ def test_unreadable_kept_file_verifies_again(kept, content) -> None:
     path, calls, _ = kept
     path.write_text(content)
     assert vt.main([])["cached"] is False and len(calls) == 1
+
+
+def test_the_report_imports_what_a_ddp_job_imports(monkeypatch) -> None:
+    """A job module that fails to import is the finding, named; the list is fingerprinted."""
+    good = vt.report()
+    assert "error" not in good, good
+    assert "torch._dynamo" in sys.modules  # DDP's constructor imports it
+    before = vt.fingerprint()
+    monkeypatch.setattr(vt, "JOB_MODULES", (*vt.JOB_MODULES, "torch.no_such_module"))
+    assert vt.fingerprint() != before  # a changed list verifies (and compiles) again
+    bad = vt.report()
+    assert bad["error"].startswith("import torch.no_such_module failed: ModuleNotFoundError")

@@ -165,3 +165,38 @@ def test_torch_in_venv(name: str) -> None:
         "/opt/pytorch/venv/bin/python -c 'import torch; print(torch.__version__)'"
     )
     assert out.strip() == "2.13.0+cpu"
+
+
+# What a DDP job imports (roles/pytorch/files/verify_torch.py JOB_MODULES).
+JOB_IMPORTS = (
+    "torch, torch.distributed, torch.nn.parallel, torch._dynamo, torch.utils.data, "
+    "torch.optim, torch.multiprocessing, torch.distributed.run"
+)
+# Prints the modules a lab user's job would compile from source: those whose
+# bytecode is missing from root's venv (the user cannot write it there).
+NO_BYTECODE = (
+    "import importlib.util, sys; "
+    f"import {JOB_IMPORTS}; "
+    "missing = [m.__name__ for m in list(sys.modules.values()) "
+    "if getattr(m, '__file__', None) and m.__file__.endswith('.py') "
+    "and m.__file__.startswith(sys.prefix) "
+    "and not __import__('os').path.exists(importlib.util.cache_from_source(m.__file__))]; "
+    "print(len(missing), ' '.join(sorted(missing)[:5]))"
+)
+
+
+@pytest.mark.parametrize("name", COMPUTE)
+def test_a_users_ddp_job_finds_the_bytecode_in_roots_venv(name: str) -> None:
+    """pip installs with --no-compile; the role's torch check compiles what a job imports.
+
+    Without it each rank of every job compiled about 800 modules from source
+    (torch._dynamo, sympy: 1.8 s of CPU per rank on this cluster).
+    """
+    if not RUNNER.get_variables(name).get("pytorch_enabled", True):
+        return
+    out = host(name).check_output(
+        f"runuser -u clusterproof -- env PYTHONDONTWRITEBYTECODE=1 "
+        f'/opt/pytorch/venv/bin/python -c "{NO_BYTECODE}"'
+    )
+    count, _, some = out.strip().partition(" ")
+    assert count == "0", f"{name}: {count} modules without bytecode, e.g. {some}"
