@@ -161,12 +161,29 @@ def test_unreadable_kept_file_verifies_again(kept, content) -> None:
 
 
 def test_the_report_imports_what_a_ddp_job_imports(monkeypatch) -> None:
-    """A job module that fails to import is the finding, named; the list is fingerprinted."""
-    good = vt.report()
-    assert "error" not in good, good
-    assert "torch._dynamo" in sys.modules  # DDP's constructor imports it
+    """A job module that fails to import is the finding, named; the list is fingerprinted.
+
+    In a process of its own, as the role runs it (Ansible's module_utils,
+    imported by other tests here, patch sys.intern in a way torch._dynamo refuses).
+    """
+    script = (
+        "import sys, json; sys.path.insert(0, sys.argv[1]); import verify_torch as vt; "
+        "vt.JOB_MODULES += tuple(sys.argv[2:]); r = vt.report(); "
+        "print(json.dumps([r.get('error'), 'torch._dynamo' in sys.modules]))"
+    )
+
+    def report(*extra: str) -> list:
+        out = subprocess.run(
+            [sys.executable, "-c", script, str(FILES), *extra],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return json.loads(out.stdout)
+
+    assert report() == [None, True]  # DDP's constructor imports torch._dynamo
+    error, _ = report("torch.no_such_module")
+    assert error.startswith("import torch.no_such_module failed: ModuleNotFoundError")
     before = vt.fingerprint()
     monkeypatch.setattr(vt, "JOB_MODULES", (*vt.JOB_MODULES, "torch.no_such_module"))
     assert vt.fingerprint() != before  # a changed list verifies (and compiles) again
-    bad = vt.report()
-    assert bad["error"].startswith("import torch.no_such_module failed: ModuleNotFoundError")
