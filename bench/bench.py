@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -53,7 +54,7 @@ SHARED_DIR = ROOT / ".cache" / "shared"
 DEFAULT_OUT = ROOT / "bench" / "results"
 
 SCHEMA_VERSION = 1
-TARGETS_S = {"cold": 120.0, "rerun": 20.0, "smoke": 30.0}
+TARGETS_S = {"cold": 120.0, "rerun": 20.0, "smoke": 20.0}
 TARGET_LABELS = {
     "cold": "cold site.yml",
     "rerun": "no-change rerun (median)",
@@ -138,6 +139,8 @@ class RunResult:
     hosts: dict[str, HostStats] = field(default_factory=dict)
     tasks: list[TaskTiming] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # smoke runs: where the time went (smoke_breakdown), from the run's results file.
+    detail: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -162,6 +165,7 @@ class RunResult:
             hosts={h: HostStats(**s) for h, s in data["hosts"].items()},
             tasks=[TaskTiming(**t) for t in data["tasks"]],
             errors=list(data["errors"]),
+            detail=dict(data.get("detail") or {}),
         )
 
 
@@ -342,6 +346,65 @@ def target_verdicts(figures: Mapping[str, Any]) -> list[dict[str, Any]]:
     return verdicts
 
 
+# The smoke job's per-mode task (roles/smoke_train/tasks/mode.yml) and its results file.
+SMOKE_MODE_TASK = "Launch and judge mode "
+SMOKE_RESULTS = ROOT / "results"
+SMOKE_RUN_FILE = re.compile(r"^\d{8}T\d{6}Z-\d+\.json$")
+
+
+def smoke_breakdown(
+    tasks: Iterable[TaskTiming], summary: Mapping[str, Any] | None, wall_s: float
+) -> dict[str, Any]:
+    """Where a smoke_train.yml run's time went, mode by mode (summed over partitions).
+
+    Per mode: the task's time (longest host), the launch's wall time, what no rank
+    holds (srun or sbatch, a torchrun agent, spawn's node process), the ranks'
+    phases (import, rendezvous, checks, train, measure, teardown: the slowest
+    rank's) and Ansible's own share of the task (the task less the launch).
+    ``outside_s`` is the run less its launch tasks: the doctor, the deploy, the
+    verdict, ansible-playbook's start.
+    """
+    task_s = {
+        t.task[len(SMOKE_MODE_TASK) :]: t.duration_s
+        for t in tasks
+        if t.task.startswith(SMOKE_MODE_TASK)
+    }
+    modes: dict[str, dict[str, Any]] = {}
+    for outcome in (summary or {}).get("modes") or []:
+        mine = modes.setdefault(str(outcome.get("mode")), {"launch_s": 0.0, "startup_s": 0.0})
+        mine["launch_s"] = round(mine["launch_s"] + float(outcome.get("launch_s") or 0), 2)
+        mine["startup_s"] = round(mine["startup_s"] + float(outcome.get("startup_s") or 0), 2)
+        phases = mine.setdefault("phases_s", {})
+        for phase, seconds in (outcome.get("phases_s") or {}).items():
+            phases[phase] = round(phases.get(phase, 0.0) + float(seconds), 3)
+    for mode, seconds in task_s.items():
+        mine = modes.setdefault(mode, {})
+        mine["task_s"] = round(seconds, 2)
+        if "launch_s" in mine:
+            mine["ansible_s"] = round(seconds - mine["launch_s"], 2)
+    launches = round(sum(task_s.values()), 2)
+    return {
+        "modes": modes,
+        "launches_s": launches,
+        "outside_s": round(wall_s - launches, 2),
+    }
+
+
+def newest_smoke_results(since: float, folder: Path = SMOKE_RESULTS) -> dict[str, Any] | None:
+    """The results file (``<run id>.json``) a smoke run wrote after ``since`` (epoch s)."""
+    found = [
+        path
+        for path in (folder.glob("*.json") if folder.is_dir() else [])
+        if SMOKE_RUN_FILE.match(path.name) and path.stat().st_mtime >= since
+    ]
+    if not found:
+        return None
+    try:
+        return json.loads(max(found, key=lambda path: path.stat().st_mtime).read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def counts(run: RunResult) -> bool:
     """Whether a run's time is a figure: it succeeded and, for a rerun, changed nothing."""
     return run.ok and not (run.kind == "rerun" and run.changed)
@@ -354,6 +417,7 @@ def summarise(runs: list[RunResult]) -> dict[str, Any]:
     floor = figures.get("floor")
     reruns = runs_of(runs, "rerun")
     rerun_median = median_run(runs_of(good, "rerun"))
+    median_smoke = median_run(runs_of(good, "smoke"))
     x_floor = {
         kind: round(figures[kind]["median_s"] / floor["median_s"], 1)
         for kind in ("cold", "rerun", "smoke", "floor_facts")
@@ -375,6 +439,8 @@ def summarise(runs: list[RunResult]) -> dict[str, Any]:
         },
         "x_floor": x_floor,
         "targets": target_verdicts(figures),
+        "smoke_breakdown": (median_smoke.detail if median_smoke else {}),
+        "smoke_run": median_smoke.name if median_smoke else None,
         "slowest": {
             "cold": slowest(median_run(runs_of(good, "cold"))),
             "rerun": slowest(rerun_median),
@@ -489,6 +555,31 @@ def figure_rows(summary: Mapping[str, Any]) -> list[str]:
     return rows
 
 
+def breakdown_rows(breakdown: Mapping[str, Any], run: str | None) -> list[str]:
+    """The median smoke run's time, mode by mode (smoke_breakdown)."""
+    modes = breakdown.get("modes") or {}
+    if not modes:
+        return []
+    phases = ("import", "rendezvous", "checks", "train", "measure", "teardown")
+    rows = [
+        f"smoke job by mode ({run}): task = launch + Ansible; launch = startup + rank phases",
+        f"  {'mode':<9} {'task':>6} {'launch':>7} {'ansible':>8} {'startup':>8} "
+        + " ".join(f"{p[:8]:>8}" for p in phases),
+    ]
+    for mode, m in modes.items():
+        ph = m.get("phases_s") or {}
+        rows.append(
+            f"  {mode:<9} {format_s(m.get('task_s')):>6} {format_s(m.get('launch_s')):>7} "
+            f"{format_s(m.get('ansible_s')):>8} {format_s(m.get('startup_s')):>8} "
+            + " ".join(f"{format_s(ph.get(p)):>8}" for p in phases)
+        )
+    rows.append(
+        f"  launches {format_s(breakdown.get('launches_s'))}, the rest of the run "
+        f"(doctor, deploy, verdict, Ansible's start) {format_s(breakdown.get('outside_s'))}"
+    )
+    return rows
+
+
 def task_rows(title: str, tasks: list[Mapping[str, Any]]) -> list[str]:
     if not tasks:
         return []
@@ -523,6 +614,7 @@ def render_table(doc: Mapping[str, Any]) -> str:
             f"(target <= {RERUN_X_FLOOR_FACTS_TARGET}x "
             f"{verdict_word(ratio <= RERUN_X_FLOOR_FACTS_TARGET)})"
         )
+    lines += breakdown_rows(summary.get("smoke_breakdown") or {}, summary.get("smoke_run"))
     lines += task_rows("cold site.yml", summary["slowest"]["cold"])
     rerun = summary["slowest"]["rerun_run"]
     lines += task_rows(f"median rerun ({rerun})", summary["slowest"]["rerun"])
@@ -648,8 +740,9 @@ def invoke_runner(
 
 
 def run_playbook(name: str, kind: str, playbook: str, **kwargs: Any) -> RunResult:
+    started = time.time()
     out = invoke_runner(playbook, **kwargs)
-    return parse_events(
+    result = parse_events(
         out.events,
         name=name,
         kind=kind,
@@ -658,6 +751,10 @@ def run_playbook(name: str, kind: str, playbook: str, **kwargs: Any) -> RunResul
         rc=out.rc,
         wall_s=out.wall_s,
     )
+    if kind == "smoke":
+        found = newest_smoke_results(started)
+        result.detail = smoke_breakdown(result.tasks, found, result.wall_s) if found else {}
+    return result
 
 
 def run_command(name: str, kind: str, argv: list[str]) -> RunResult:

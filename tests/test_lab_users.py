@@ -7,6 +7,7 @@ users filters, the doctor's `users` check and the inventory refusals.
 
 from __future__ import annotations
 
+import binascii
 import copy
 import os
 import pwd
@@ -133,6 +134,11 @@ def test_root_makes_its_folder_and_refuses_a_planted_link(anchor: Path, tmp_path
     assert changed and child is not None
     assert safe_fs.write_file(child, "token", "42") is True
     assert safe_fs.write_file(child, "token", "42") is False
+    wheel = bytes(range(256)) * 400  # binary, larger than one pipe buffer
+    assert safe_fs.write_file(child, "pkg.whl", wheel) is True
+    assert safe_fs.write_file(child, "pkg.whl", wheel) is False
+    assert (anchor / ".cluster" / "pkg.whl").read_bytes() == wheel
+    (anchor / ".cluster" / "pkg.whl").unlink()
     os.close(child)
     os.close(fd)
     st = (anchor / ".cluster").stat()
@@ -357,3 +363,27 @@ def test_the_users_folders_are_listed_without_following_a_link(anchor: Path) -> 
     home.rename(anchor / "home.real")
     (anchor / "home").symlink_to(anchor / "home.real")
     assert node_state.list_trusted(str(anchor), str(home)) == []
+
+
+@needs_root
+def test_shared_tree_writes_a_binary_file_from_base64(anchor: Path) -> None:
+    """The smoke wheel's one task: folders, then the wheel from base64, once."""
+    import base64
+
+    from ansible_collections.gpulab.slurm_cluster.plugins.modules import shared_tree
+
+    folder = anchor / ".cluster"
+    shared_tree.make_dirs(str(anchor), [{"path": str(folder), "mode": "0755"}], False)
+    wheel = bytes(range(256)) * 8
+    spec = {
+        "dir": str(folder),
+        "name": "ddp_smoke.whl",
+        "content": base64.b64encode(wheel).decode(),
+        "encoding": "base64",
+        "mode": "0644",
+    }
+    assert shared_tree.write(str(anchor), spec, False) is True
+    assert shared_tree.write(str(anchor), spec, False) is False
+    assert (folder / "ddp_smoke.whl").read_bytes() == wheel
+    with pytest.raises(binascii.Error):
+        shared_tree.write(str(anchor), {**spec, "content": "not base64!"}, False)

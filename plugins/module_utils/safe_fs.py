@@ -164,14 +164,15 @@ def ensure_dir(
     return changed, fd
 
 
-def write_file(dir_fd: int, name: str, content: str, mode: int = 0o644) -> bool:
+def write_file(dir_fd: int, name: str, content: str | bytes, mode: int = 0o644) -> bool:
     """Write `content` to `name` in a trusted folder (atomic, never through a link)."""
+    data = content.encode() if isinstance(content, str) else content
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
         with os.fdopen(fd, "rb") as handle:
             st = os.fstat(handle.fileno())
             same = stat.S_ISREG(st.st_mode) and st.st_uid == 0 and st.st_mode & 0o7777 == mode
-            if same and handle.read() == content.encode():
+            if same and handle.read() == data:
                 return False
     except OSError:
         pass
@@ -184,7 +185,9 @@ def write_file(dir_fd: int, name: str, content: str, mode: int = 0o644) -> bool:
     )
     try:
         os.fchmod(fd, mode)
-        os.write(fd, content.encode())
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
     os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)

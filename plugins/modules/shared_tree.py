@@ -27,8 +27,9 @@ options:
     default: []
   write:
     description: >-
-      {dir, name, content, mode, clean} - write one file into root's folder dir;
-      clean=true removes the other files there.
+      {dir, name, content, encoding, mode, clean} - write one file into root's
+      folder dir (only when it differs); encoding=base64 for a binary file
+      (content is then its base64); clean=true removes the other files there.
     type: dict
   read:
     description: Root's folders whose root-owned files to return.
@@ -76,6 +77,8 @@ read:
   sample: {/shared/.cluster/check: {files: {node1: "20261202T1200"}}}
 """
 
+import base64
+import binascii
 import grp
 import os
 import pwd
@@ -142,7 +145,10 @@ def write(root: str, spec: dict, check_mode: bool) -> bool:
     fd = open_trusted(root, spec["dir"])
     try:
         mode = int(str(spec.get("mode", "0644")), 8)
-        changed = write_file(fd, spec["name"], spec["content"], mode)
+        content = spec["content"]
+        if spec.get("encoding", "text") == "base64":
+            content = base64.b64decode(content, validate=True)
+        changed = write_file(fd, spec["name"], content, mode)
         if spec.get("clean"):
             changed = bool(clean_files(fd, {spec["name"]})) or changed
         return changed
@@ -165,7 +171,7 @@ def main() -> None:
     try:
         dirs = make_dirs(p["root"], p["dirs"], module.check_mode)
         wrote = write(p["root"], p["write"], module.check_mode) if p["write"] else False
-    except (UnsafePath, KeyError, OSError) as exc:
+    except (UnsafePath, KeyError, OSError, binascii.Error) as exc:
         module.fail_json(msg=f"{host}: root will not use this path on the shared filesystem: {exc}")
     read = {path: read_trusted_files(p["root"], path) for path in p["read"]}
     module.exit_json(changed=any(dirs.values()) or wrote, dirs=dirs, read=read)

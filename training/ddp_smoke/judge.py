@@ -516,6 +516,7 @@ def _summary(files: list[RankFile]) -> Record:
 
 # Where a rank's time goes, by phase (the rank's own step names).
 PHASES = {
+    "import": ("import",),
     "rendezvous": ("rendezvous", "identify"),
     "train": ("train",),
     "measure": ("sweep", "scaling", "tcp", "throughput"),
@@ -524,11 +525,13 @@ PHASES = {
 
 
 def phases(records: list[Record]) -> Record:
-    """Seconds per phase, the slowest rank's: rendezvous, checks, train, measure, teardown.
+    """Seconds per phase, the slowest rank's: import, rendezvous, checks, train, measure, teardown.
 
-    "checks" is every other step (the collectives' and the model's checks). The
-    time before the first step (the launcher, python, import torch) is not in
-    a rank's own record: the caller subtracts elapsed_s from the launch's wall time.
+    "import" is the rank process's age when its run began (python, ddp_smoke and
+    torch starting); "checks" is every other step (the collectives' and the
+    model's checks). The launcher's own time (srun or sbatch, a torchrun agent
+    or spawn's node process) is in no rank's record: the caller subtracts
+    elapsed_s and import from the launch's wall time.
     """
     out: dict[str, float] = {}
     for record in records:

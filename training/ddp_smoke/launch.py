@@ -539,6 +539,22 @@ def interface_names() -> list[str]:
     return [name for _, name in socket.if_nameindex()]
 
 
+def process_age_s(stat: str = "/proc/self/stat", uptime: str = "/proc/uptime") -> float | None:
+    """Seconds since this process started (Linux), ``None`` where /proc cannot tell.
+
+    A rank reads it once torch is imported: the time python, ddp_smoke and torch
+    took to start, which no rank timer holds (the report's "import" phase).
+    """
+    try:
+        fields = Path(stat).read_text().rpartition(")")[2].split()
+        started_ticks = int(fields[19])  # field 22, starttime, counted after the name
+        now_s = float(Path(uptime).read_text().split()[0])
+        age = now_s - started_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(age, 3) if age >= 0 else None
+
+
 def interface_address(name: str) -> str:
     """The IPv4 address of interface ``name``; ``ValueError`` naming it otherwise."""
     if name not in interface_names():

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -435,13 +436,66 @@ def test_phases_are_the_slowest_ranks_time_per_phase() -> None:
                 "teardown": 0.001,
             }
         },
-        {"timings_s": {"rendezvous": 0.5, "train": 2.5, "all_reduce_float32_size_1024": 0.01}},
+        {
+            "timings_s": {
+                "import": 1.2,
+                "rendezvous": 0.5,
+                "train": 2.5,
+                "all_reduce_float32_size_1024": 0.01,
+            }
+        },
         {"no": "timings"},
     ]
     assert phases(records) == {
         "checks": 0.01,
+        "import": 1.2,
         "measure": 0.8,
         "rendezvous": 0.5,
         "teardown": 0.001,
         "train": 3.0,
     }
+
+
+def test_process_age_is_read_from_proc(tmp_path: Path) -> None:
+    """The import phase: this process's age from its start tick and the uptime."""
+    from ddp_smoke.launch import process_age_s
+
+    hz = os.sysconf("SC_CLK_TCK")
+    stat = tmp_path / "stat"
+    # The name may hold spaces and parentheses: fields are counted after the last ")".
+    stat.write_text("4242 (python3 (x) y) S " + " ".join(["0"] * 18) + f" {100 * hz} 0 0\n")
+    uptime = tmp_path / "uptime"
+    uptime.write_text("101.25 7.00\n")
+    assert process_age_s(str(stat), str(uptime)) == 1.25
+    uptime.write_text("99.0 7.00\n")  # a start after "now": not an age
+    assert process_age_s(str(stat), str(uptime)) is None
+    assert process_age_s(str(tmp_path / "missing"), str(uptime)) is None
+    age = process_age_s()  # this very process, on Linux
+    assert age is not None
+    assert 0 <= age < 24 * 3600
+
+
+def test_a_rank_preloads_what_ddp_imports() -> None:
+    """The preload runs in the background and leaves torch._dynamo imported; a failing
+    import stays quiet there (DDP imports it again and raises in place).
+
+    In a process of its own, as a rank: Ansible's module_utils, which other tests
+    of a pytest session import, patch sys.intern in a way torch._dynamo refuses.
+    """
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    script = (
+        "import sys; from ddp_smoke import rank; t = rank.preload_ddp(); t.join(120); "
+        "rank._import_quietly('ddp_smoke.no_such_module'); "
+        "print(t.is_alive(), 'torch._dynamo' in sys.modules)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    assert proc.stdout.split() == ["False", "True"], proc.stderr
