@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins/filter"))
-from smoke_layout import launch_refusal, smoke_layout
+from smoke_layout import (
+    launch_refusal,
+    smoke_layout,
+    smoke_outcomes,
+    smoke_refused,
+    smoke_refused_nodes,
+)
 
 # The lab of issue 14: the controller computes, CPU-only, in `cpu`; two GPU
 # nodes with 2 and 1 GPUs in the default `gpu`.
@@ -292,3 +299,32 @@ def test_a_reason_with_a_bar_is_kept_whole() -> None:
 )
 def test_a_launch_slurm_refused_is_told_from_a_node_failure(tail, refused) -> None:
     assert bool(launch_refusal(tail)) is refused
+
+
+def test_outcomes_one_per_mode_asked_for_a_missing_one_fails_named() -> None:
+    srun = {"mode": "srun", "passed": True, "launch_rc": 0, "tail": []}
+    launched = {
+        "rc": 1,
+        "stdout_lines": ["not json", json.dumps(srun), json.dumps({"mode": "other"})],
+        "stderr_lines": ["srun: error: node2: task 1: Exited with exit code 1", "Killed"],
+    }
+    out = smoke_outcomes(launched, ["srun", "torchrun"], "gpu")
+    assert out[0] == {"partition": "gpu", **srun}
+    assert out[1]["partition"] == "gpu"
+    assert out[1]["mode"] == "torchrun"
+    assert out[1]["passed"] is False
+    assert out[1]["cause"] == "no outcome: the mode runner stopped before it (exit 1): Killed"
+    assert smoke_outcomes({}, ["srun"], "cpu")[0]["cause"].startswith("no outcome")
+
+
+def test_refused_launches_leave_their_nodes_without_a_verdict() -> None:
+    refused_tail = ["srun: error: Unable to allocate resources: Requested node configuration"]
+    outcomes = [
+        {"partition": "gpu", "mode": "srun", "passed": False, "tail": refused_tail},
+        {"partition": "gpu", "mode": "spawn", "passed": False, "tail": ["rank 1 failed"]},
+        {"partition": "cpu", "mode": "srun", "passed": True, "tail": refused_tail},
+    ]
+    assert smoke_refused(outcomes, "gpu") == [f"srun: {refused_tail[0]}"]
+    assert smoke_refused(outcomes, "cpu") == []  # a passed launch is no refusal
+    runs = [{"label": "gpu", "nodes": ["node1", "node2"]}, {"label": "cpu", "nodes": ["node3"]}]
+    assert smoke_refused_nodes(outcomes, runs) == ["node1", "node2"]

@@ -13,6 +13,7 @@ run that holds it.
 
 from __future__ import annotations
 
+import json
 import re
 
 # Node states (sinfo %t, compact) in which a node can take the job.
@@ -21,6 +22,8 @@ USABLE = re.compile(r"^(idle|mix|alloc|comp)$")
 # reason, a node that waits for the job to prove it.
 DRAINED = re.compile(r"^(drain|drng)$")
 PREFIX = "acceptance:"
+# Lines of a launch's output kept with its outcome (ddp_smoke.modes.TAIL_LINES).
+TAIL_LINES = 6
 # Memory one rank needs at least (MiB): python, torch and the test model.
 MIN_RANK_MEM_MB = 512
 
@@ -237,6 +240,68 @@ def launch_refusal(lines: list | str) -> str:
     return next((line.strip() for line in text if REFUSED.search(line)), "")
 
 
+def smoke_outcomes(launched: dict, modes: list, partition: str) -> list:
+    """One outcome per mode asked for, from `ddp_smoke modes`' JSON lines (registered result).
+
+    A mode with no line (the runner stopped before it, or could not start) fails
+    with what the runner said last; every outcome is tagged with its partition.
+    """
+    found: dict = {}
+    for line in (launched or {}).get("stdout_lines") or []:
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and value.get("mode") in modes:
+            found.setdefault(value["mode"], value)
+    said = [str(line) for line in (launched or {}).get("stderr_lines") or []][-TAIL_LINES:]
+    rc = (launched or {}).get("rc")
+    out = []
+    for mode in modes:
+        outcome = found.get(mode) or {
+            "mode": mode,
+            "passed": False,
+            "launch_rc": 99,
+            "launch_s": 0.0,
+            "phases_s": {},
+            "startup_s": 0.0,
+            "table": "",
+            "report": None,
+            "cause": f"no outcome: the mode runner stopped before it (exit {rc})"
+            + (f": {said[-1]}" if said else ""),
+            "tail": said,
+        }
+        out.append({"partition": partition, **outcome})
+    return out
+
+
+def smoke_refused(outcomes: list, partition: str | None = None) -> list:
+    """The failed launches Slurm refused as a request, as "mode: line" (of one partition)."""
+    return [
+        f"{o['mode']}: {line}"
+        for o in outcomes or []
+        if (partition is None or o.get("partition") == partition) and not o.get("passed")
+        for line in [launch_refusal(o.get("tail") or [])]
+        if line
+    ]
+
+
+def smoke_refused_nodes(outcomes: list, runs: list) -> list:
+    """The nodes of the jobs whose launch Slurm refused: no verdict is theirs."""
+    refused = {o.get("partition") for o in outcomes or [] if smoke_refused([o])}
+    nodes: list = []
+    for job in runs or []:
+        if job.get("label") in refused:
+            nodes += [n for n in job.get("nodes", []) if n not in nodes]
+    return nodes
+
+
 class FilterModule:
     def filters(self) -> dict:
-        return {"smoke_layout": smoke_layout, "launch_refusal": launch_refusal}
+        return {
+            "smoke_layout": smoke_layout,
+            "launch_refusal": launch_refusal,
+            "smoke_outcomes": smoke_outcomes,
+            "smoke_refused": smoke_refused,
+            "smoke_refused_nodes": smoke_refused_nodes,
+        }

@@ -1,5 +1,9 @@
 """The command line: ``run`` on every rank, ``report DIR`` once after, ``plot`` on the controller.
 
+``modes`` runs a partition's launch modes one after another and judges each
+(``ddp_smoke.modes``, the plan as JSON on stdin: the smoke_train role's one
+command per partition).
+
 ``sbatch SCRIPT`` submits a batch script and waits for it, like ``sbatch --wait``
 but polling every second. ``accept REPORT...`` judges a partition's run per node
 against the lab's history (``ddp_smoke.accept``) and appends the run to it.
@@ -19,7 +23,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ddp_smoke import __version__, accept, batch, launch
+from ddp_smoke import __version__, accept, batch, launch, modes
 from ddp_smoke.launch import (
     CHECK_GROUPS,
     DEFAULT_MEASURE,
@@ -263,6 +267,10 @@ def build_parser() -> argparse.ArgumentParser:
     plot_cmd.add_argument("reports", type=Path, nargs="+")
     plot_cmd.add_argument("--out", type=Path, required=True)
     _add_accept(commands)
+    commands.add_parser(
+        "modes",
+        help="run launch modes one after another and judge each (plan as JSON on stdin)",
+    )
     sbatch_cmd = commands.add_parser(
         "sbatch", help="submit a batch script, wait for its end, exit with its exit code"
     )
@@ -391,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
         "plot": _plot,
         "accept": _accept,
         "sbatch": lambda a: batch.main(a.script, a.poll, a.start_timeout),
+        "modes": lambda _: modes.main(),
     }
     if args.command in commands:
         return commands[args.command](args)
