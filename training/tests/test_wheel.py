@@ -41,6 +41,7 @@ MODULES = (
     "faults",
     "judge",
     "launch",
+    "modes",
     "network",
     "rank",
     "report",
