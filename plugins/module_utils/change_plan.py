@@ -1,0 +1,253 @@
+"""What the Slurm daemons do in a run, decided in one place (issue 26).
+
+The roles before slurm_daemons only write files and note what changed
+(slurm_common: how the controller's files changed; slurm_dbd: its config and
+package; munge: a new key; pytorch: a reinstall). ``daemon_plan`` turns those
+notes, and what the probe found running, into one documented structure that
+the slurm_daemons role carries out in order, deciding nothing itself:
+
+- ``slurmdbd``, ``slurmctld``: ``{"action": "restart" | "start" | "none", "why"}``.
+  "start" makes sure a daemon that is not running (or was stopped for a
+  dump) runs; "none" is a daemon found running that nothing asks to restart.
+- ``reconfigure``: ``{"action": "reconfigure" | "none", "why"}`` - one
+  ``scontrol reconfigure`` hands the controller's new files to every slurmd,
+  also outside ``--limit``.
+- ``slurmd``: ``{inventory host: {"action", "why"}}`` for the play's compute nodes.
+- ``outside``: ``{"hosts": [...], "why"}`` - compute nodes outside ``--limit``
+  whose slurmd a reconfigure cannot update (a restart-only change).
+- ``revive``: NodeNames slurmctld could not reach before this run.
+
+Pure Python, no Ansible: the filter ``daemon_plan`` (plugins/filter/change_plan.py)
+reads the hosts' variables and calls ``plan``; tests/test_change_plan.py covers it
+case by case.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+# slurm_common_conf_change values: how the daemons take a slurm.conf change.
+CONF_CHANGES = ("none", "reconfigure", "nodes", "restart")
+FIRST_OR_RESTART = "a first install or a slurm.conf change only a restart applies"
+# A node slurmctld cannot reach ('*' after its state) or set DOWN for "Not responding".
+_UNREACHABLE = re.compile(r"^[^|]+\|([a-z]+\*\||down\|Not responding)")
+
+
+@dataclass(frozen=True)
+class Noted:
+    """What this run changed, as the roles before slurm_daemons noted it."""
+
+    conf: str = "none"  # slurm_common_conf_change
+    gres_changed: tuple[str, ...] = ()  # NodeNames whose GPU lines in gres.conf changed
+    cgroup_changed: bool = False
+    dbd_conf: bool = False  # slurmdbd.conf changed
+    dbd_packages: bool = False  # slurmdbd's package changed
+    dbd_key: bool = False  # a new munge key on the slurmdbd host
+    dbd_dumped: bool = (
+        False  # slurm_dbd dumped the database (slurmdbd stopped) for a release change
+    )
+    ctl_key: bool = False  # a new munge key on the controller
+    registered: bool = False  # the cluster was added to accounting in this run
+    ctl_upgrade: bool = False  # slurmctld moves to another release in this run
+    ctl_upgraded: bool = False  # ... and its package was upgraded
+
+    def __post_init__(self) -> None:
+        if self.conf not in CONF_CHANGES:
+            raise ValueError(
+                f"conf change {self.conf!r}: expected one of {', '.join(CONF_CHANGES)}"
+            )
+
+
+@dataclass(frozen=True)
+class Node:
+    """One compute node of the play."""
+
+    host: str  # inventory name
+    name: str  # NodeName (hostname -s)
+    key: bool = False  # a new munge key here
+    unit: bool = False  # slurmd's configless drop-in is new
+    up: bool = True  # the probe found slurmd active and enabled
+
+
+@dataclass
+class Plan:
+    slurmdbd: dict = field(default_factory=lambda: _act("none"))
+    slurmctld: dict = field(default_factory=lambda: _act("none"))
+    reconfigure: dict = field(default_factory=lambda: _act("none"))
+    slurmd: dict = field(default_factory=dict)
+    outside: dict = field(default_factory=lambda: {"hosts": [], "why": ""})
+    revive: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "slurmdbd": self.slurmdbd,
+            "slurmctld": self.slurmctld,
+            "reconfigure": self.reconfigure,
+            "slurmd": self.slurmd,
+            "outside": self.outside,
+            "revive": self.revive,
+        }
+
+
+def _act(action: str, why: str = "") -> dict:
+    return {"action": action, "why": why}
+
+
+def unreachable(sinfo_lines: Iterable[str]) -> list[str]:
+    """NodeNames slurmctld could not reach before this run (``sinfo --Node '%N|%t|%E'``)."""
+    found: list[str] = []
+    for line in sinfo_lines or []:
+        text = str(line)
+        if _UNREACHABLE.match(text):
+            name = text.split("|", 1)[0]
+            if name not in found:
+                found.append(name)
+    return found
+
+
+def _choose(restart: str, start: str) -> dict:
+    """Restart when a change asks for it, else start when it does not run, else nothing."""
+    if restart:
+        return _act("restart", restart)
+    return _act("start", start) if start else _act("none")
+
+
+def _first(reasons: list[tuple[bool, str]]) -> str:
+    return next((why for wanted, why in reasons if wanted), "")
+
+
+def plan(
+    noted: Noted,
+    nodes: Iterable[Node],
+    *,
+    dbd: bool = True,
+    dbd_up: bool = True,
+    ctl_up: bool = True,
+    sinfo_lines: Iterable[str] = (),
+    outside: Iterable[str] = (),
+) -> Plan:
+    """The daemons' actions for this run.
+
+    dbd: the cluster has a slurmdbd host; dbd_up/ctl_up: the probe found the
+    daemon active and enabled; sinfo_lines: what slurmctld reported before this
+    run; outside: the compute hosts outside this play (``--limit``).
+    """
+    out = Plan(revive=unreachable(sinfo_lines))
+    if dbd:
+        restart = _first(
+            [
+                (noted.dbd_conf, "slurmdbd.conf changed"),
+                (noted.dbd_packages, "its package changed"),
+                (noted.dbd_key, "a new munge key"),
+            ]
+        )
+        start = _first(
+            [
+                (noted.dbd_dumped, "stopped for the database dump before a release change"),
+                (not dbd_up, "not running"),
+            ]
+        )
+        out.slurmdbd = (
+            _act("restart", restart) if restart else _act("start", start) if start else _act("none")
+        )
+    restart = _first(
+        [
+            (
+                noted.conf == "restart",
+                "a first install or a slurm.conf change only a restart applies",
+            ),
+            (noted.conf == "nodes", "nodes were added, removed or redefined"),
+            (noted.ctl_key, "a new munge key"),
+            (noted.registered, "its cluster is new to accounting (slurmctld registers at start)"),
+            (noted.ctl_upgraded, "its release changed"),
+        ]
+    )
+    start = _first([(noted.ctl_upgrade, "its release changes"), (not ctl_up, "not running")])
+    out.slurmctld = (
+        _act("restart", restart) if restart else _act("start", start) if start else _act("none")
+    )
+    if noted.conf != "restart":
+        why = _first(
+            [
+                (noted.conf == "reconfigure", "slurm.conf changed"),
+                (noted.conf == "nodes", "nodes were added, removed or redefined"),
+                (bool(noted.gres_changed), "gres.conf changed"),
+                (noted.cgroup_changed, "cgroup.conf changed"),
+            ]
+        )
+        out.reconfigure = _act("reconfigure", why) if why else _act("none")
+    for node in nodes:
+        why = _first(
+            [
+                (
+                    noted.conf == "restart",
+                    "a first install or a slurm.conf change only a restart applies",
+                ),
+                (node.key, "a new munge key"),
+                (node.unit, "slurmd now runs configless"),
+                (node.name in noted.gres_changed, "its GPUs changed (gres.conf)"),
+                (noted.cgroup_changed, "cgroup.conf changed"),
+                (node.name in out.revive, "slurmctld cannot reach it (Not responding)"),
+            ]
+        )
+        if why:
+            out.slurmd[node.host] = _act("restart", why)
+        else:
+            out.slurmd[node.host] = _act("none") if node.up else _act("start", "not running")
+    why = _first(
+        [
+            (noted.conf == "restart", "a slurm.conf change only a restart applies"),
+            (noted.cgroup_changed, "cgroup.conf changed"),
+        ]
+    )
+    hosts = sorted(outside) if why else []
+    out.outside = {"hosts": hosts, "why": why if hosts else ""}
+    return out
+
+
+def _changed(result: object) -> bool:
+    return isinstance(result, Mapping) and bool(result.get("changed"))
+
+
+def daemon_up(hostvars: Mapping | None, unit: str) -> bool:
+    """Whether the probe (``cluster_node_state``) found the unit active and enabled."""
+    state = (hostvars or {}).get("cluster_node_state")
+    units = (state.get("units") or {}) if isinstance(state, Mapping) else {}
+    found = units.get(unit) or {}
+    return found.get("active") == "active" and found.get("enabled") == "enabled"
+
+
+def node_of(hostvars: Mapping) -> Node:
+    """A compute node from its host variables (what the roles registered there)."""
+    return Node(
+        host=str(hostvars["inventory_hostname"]),
+        name=str(hostvars["ansible_facts"]["hostname"]),
+        key=_changed(hostvars.get("munge_key_install")),
+        unit=_changed(hostvars.get("slurm_common_unit")),
+        up=daemon_up(hostvars, "slurmd"),
+    )
+
+
+def noted_of(here: Mapping, ctl: Mapping, dbd: Mapping | None, **run: object) -> Noted:
+    """What the roles noted: slurm_common's notes of the run as this host holds them
+    (set once for the play's hosts: the controller is not in a ``--limit node3``
+    play), the controller's and the slurmdbd host's own results.
+
+    run: what slurm_daemons itself registered so far (registered, ctl_upgraded).
+    """
+    dbd = dbd or {}
+    return Noted(
+        conf=str(here.get("slurm_common_conf_change") or "none"),
+        gres_changed=tuple(here.get("slurm_common_gres_changed") or ()),
+        cgroup_changed=bool(here.get("slurm_common_cgroup_changed")),
+        dbd_conf=_changed(dbd.get("slurm_dbd_conf")),
+        dbd_packages=_changed(dbd.get("slurm_dbd_packages")),
+        dbd_key=_changed(dbd.get("munge_key_install")),
+        dbd_dumped=_changed(dbd.get("slurm_dbd_dump")),
+        ctl_key=_changed(ctl.get("munge_key_install")),
+        registered=bool(run.get("registered")),
+        ctl_upgrade="slurmctld" in (ctl.get("slurm_common_upgrade") or {}),
+        ctl_upgraded=bool(run.get("ctl_upgraded")),
+    )

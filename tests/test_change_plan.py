@@ -1,0 +1,252 @@
+"""The change plan: what slurmdbd, slurmctld and each slurmd do in a run, case by case.
+
+plugins/module_utils/change_plan.py decides; the slurm_daemons role carries it
+out (filter daemon_plan, plugins/filter/change_plan.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.change_plan import (
+    FIRST_OR_RESTART,
+    Node,
+    Noted,
+    plan,
+    unreachable,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins/filter"))
+from change_plan import daemon_plan
+
+NODES = [Node("node1", "node1"), Node("node2", "node2")]
+KNOWN = ["node1|idle|none", "node2|idle|none"]
+
+
+def actions(result: object) -> dict:
+    d = result.to_dict() if hasattr(result, "to_dict") else result
+    return {
+        "slurmdbd": d["slurmdbd"]["action"],
+        "slurmctld": d["slurmctld"]["action"],
+        "reconfigure": d["reconfigure"]["action"],
+        "slurmd": {host: a["action"] for host, a in d["slurmd"].items()},
+        "outside": d["outside"]["hosts"],
+    }
+
+
+def test_a_rerun_that_changed_nothing_does_nothing() -> None:
+    assert actions(plan(Noted(), NODES, sinfo_lines=KNOWN)) == {
+        "slurmdbd": "none",
+        "slurmctld": "none",
+        "reconfigure": "none",
+        "slurmd": {"node1": "none", "node2": "none"},
+        "outside": [],
+    }
+
+
+def test_a_first_install_starts_everything_and_restarts_nothing_twice() -> None:
+    # slurm_common notes "restart" when it wrote slurm.conf for the first time;
+    # nothing runs yet and slurmctld did not answer sinfo.
+    nodes = [Node("node1", "node1", unit=True, up=False), Node("node2", "node2", up=False)]
+    out = plan(Noted(conf="restart"), nodes, dbd_up=False, ctl_up=False)
+    assert actions(out) == {
+        "slurmdbd": "start",
+        "slurmctld": "restart",
+        "reconfigure": "none",  # the restart hands out the files
+        "slurmd": {"node1": "restart", "node2": "restart"},
+        "outside": [],
+    }
+    assert out.slurmctld["why"] == FIRST_OR_RESTART
+    assert out.slurmdbd["why"] == "not running"
+
+
+def test_a_slurm_conf_key_only_a_restart_applies_restarts_every_slurmd_also_outside_limit() -> None:
+    out = plan(Noted(conf="restart"), NODES[:1], outside=["node3", "node2"])
+    assert actions(out)["slurmctld"] == "restart"
+    assert out.slurmd["node1"] == {"action": "restart", "why": FIRST_OR_RESTART}
+    assert out.outside == {
+        "hosts": ["node2", "node3"],
+        "why": "a slurm.conf change only a restart applies",
+    }
+
+
+def test_a_change_a_reconfigure_applies_reconfigures_once_and_restarts_nothing() -> None:
+    out = plan(Noted(conf="reconfigure"), NODES, outside=["node3"])
+    assert actions(out) == {
+        "slurmdbd": "none",
+        "slurmctld": "none",
+        "reconfigure": "reconfigure",
+        "slurmd": {"node1": "none", "node2": "none"},
+        "outside": [],  # the reconfigure reaches them
+    }
+    assert out.reconfigure["why"] == "slurm.conf changed"
+
+
+def test_a_new_node_under_limit() -> None:
+    # `--limit node3`: its NodeName line is new (nodes), slurmd not running yet;
+    # the others outside the play get the new slurm.conf through the reconfigure.
+    out = plan(
+        Noted(conf="nodes"),
+        [Node("node3", "node3", unit=True, up=False)],
+        sinfo_lines=KNOWN,
+        outside=["node1", "node2"],
+    )
+    assert actions(out) == {
+        "slurmdbd": "none",
+        "slurmctld": "restart",
+        "reconfigure": "reconfigure",
+        "slurmd": {"node3": "restart"},
+        "outside": [],
+    }
+    assert out.slurmctld["why"] == "nodes were added, removed or redefined"
+    assert out.slurmd["node3"]["why"] == "slurmd now runs configless"
+
+
+def test_a_gpu_change_restarts_that_slurmd_alone_and_reconfigures() -> None:
+    out = plan(Noted(gres_changed=("node2",)), NODES)
+    assert actions(out)["slurmd"] == {"node1": "none", "node2": "restart"}
+    assert out.slurmd["node2"]["why"] == "its GPUs changed (gres.conf)"
+    assert out.reconfigure == {"action": "reconfigure", "why": "gres.conf changed"}
+    assert out.slurmctld["action"] == "none"
+
+
+def test_a_new_munge_key_restarts_each_daemon_that_holds_it() -> None:
+    nodes = [Node("node1", "node1", key=True), Node("node2", "node2", key=True)]
+    out = plan(Noted(ctl_key=True, dbd_key=True), nodes)
+    assert actions(out) == {
+        "slurmdbd": "restart",
+        "slurmctld": "restart",
+        "reconfigure": "none",
+        "slurmd": {"node1": "restart", "node2": "restart"},
+        "outside": [],
+    }
+    assert {out.slurmdbd["why"], out.slurmctld["why"], out.slurmd["node1"]["why"]} == {
+        "a new munge key"
+    }
+
+
+def test_a_slurm_release_change() -> None:
+    # Before slurmctld's package moves (ctl_upgrade) it is (re)started; once the
+    # package moved in this run (ctl_upgraded), it restarts.
+    before = plan(Noted(ctl_upgrade=True), NODES)
+    assert before.slurmctld == {"action": "start", "why": "its release changes"}
+    after = plan(Noted(ctl_upgrade=True, ctl_upgraded=True), NODES)
+    assert after.slurmctld == {"action": "restart", "why": "its release changed"}
+    # slurmdbd was stopped for the database dump: started again, not restarted.
+    assert plan(Noted(dbd_dumped=True), NODES).slurmdbd["action"] == "start"
+    assert plan(Noted(dbd_packages=True, dbd_dumped=True), NODES).slurmdbd == {
+        "action": "restart",
+        "why": "its package changed",
+    }
+
+
+def test_a_failed_earlier_run_whose_fetched_copies_are_stale() -> None:
+    # The earlier run wrote slurm.conf and failed before its reconfigure: the
+    # controller's file is unchanged now, but slurm_common compares slurmd's
+    # fetched copies with it and notes the change again ("reconfigure").
+    out = plan(Noted(conf="reconfigure"), NODES, sinfo_lines=KNOWN)
+    assert out.reconfigure["action"] == "reconfigure"
+    # A node slurmctld cannot reach (Not responding) gets its slurmd restarted.
+    down = ["node1|idle|none", "node2|down*|Not responding"]
+    out = plan(Noted(), NODES, sinfo_lines=down)
+    assert out.revive == ["node2"]
+    assert out.slurmd["node2"] == {
+        "action": "restart",
+        "why": "slurmctld cannot reach it (Not responding)",
+    }
+    assert out.slurmd["node1"]["action"] == "none"
+
+
+def test_a_cluster_new_to_accounting_restarts_slurmctld_to_register() -> None:
+    out = plan(Noted(registered=True), NODES)
+    assert out.slurmctld["action"] == "restart"
+    assert "accounting" in out.slurmctld["why"]
+
+
+def test_cgroup_conf_restarts_every_slurmd_also_outside_limit() -> None:
+    out = plan(Noted(cgroup_changed=True), NODES, outside=["node3"])
+    assert actions(out)["slurmd"] == {"node1": "restart", "node2": "restart"}
+    assert out.reconfigure["action"] == "reconfigure"
+    assert out.outside["hosts"] == ["node3"]
+
+
+def test_no_slurmdbd_host_no_slurmdbd_action() -> None:
+    assert plan(Noted(dbd_conf=True), NODES, dbd=False).slurmdbd["action"] == "none"
+
+
+def test_an_unknown_conf_change_is_refused() -> None:
+    with pytest.raises(ValueError, match="conf change 'sometimes'"):
+        Noted(conf="sometimes")
+
+
+def test_unreachable_nodes_are_read_once_each() -> None:
+    lines = [
+        "node1|idle*|none",
+        "node1|idle*|none",
+        "node2|down|Not responding",
+        "node3|down|admin",
+    ]
+    assert unreachable(lines) == ["node1", "node2"]
+
+
+def test_the_filter_reads_what_the_roles_noted_on_each_host() -> None:
+    up = {
+        "units": {
+            u: {"active": "active", "enabled": "enabled"}
+            for u in ("slurmctld", "slurmdbd", "slurmd")
+        }
+    }
+    ctl = {
+        "inventory_hostname": "ctl",
+        "slurm_common_conf_change": "reconfigure",
+        "slurm_common_gres_changed": ["node2"],
+        "munge_key_install": {"changed": False},
+        "slurm_dbd_conf": {"changed": True},
+        "cluster_node_state": up,
+    }
+    node1 = {
+        "inventory_hostname": "node1",
+        "ansible_facts": {"hostname": "node1"},
+        "munge_key_install": {"changed": True},
+        "cluster_node_state": up,
+    }
+    node2 = {
+        "inventory_hostname": "node2",
+        "ansible_facts": {"hostname": "node2"},
+        "slurm_common_unit": {"changed": False},
+        "cluster_node_state": {},  # slurmd not found running
+    }
+    out = daemon_plan([node1, node2], ctl, ctl, ctl, sinfo_lines=KNOWN, registered=False)
+    assert actions(out) == {
+        "slurmdbd": "restart",
+        "slurmctld": "none",
+        "reconfigure": "reconfigure",
+        "slurmd": {"node1": "restart", "node2": "restart"},
+        "outside": [],
+    }
+    assert out["slurmd"]["node1"]["why"] == "a new munge key"
+    assert out["slurmd"]["node2"]["why"] == "its GPUs changed (gres.conf)"
+    # No slurmdbd host; the controller found down.
+    out = daemon_plan([], {}, {"inventory_hostname": "ctl"}, {})
+    assert (out["slurmdbd"]["action"], out["slurmctld"]) == (
+        "none",
+        {"action": "start", "why": "not running"},
+    )
+
+
+def test_the_notes_of_the_run_come_from_the_asking_host() -> None:
+    """`--limit node3`: the controller is not in the play; slurm_common's run-once
+    notes are on node3, not on the controller."""
+    node3 = {
+        "inventory_hostname": "node3",
+        "ansible_facts": {"hostname": "node3"},
+        "slurm_common_conf_change": "nodes",
+        "slurm_common_unit": {"changed": True},
+    }
+    ctl = {"inventory_hostname": "ctl", "cluster_node_state": {}}
+    out = daemon_plan([node3], node3, ctl, ctl, outside=["node1", "node2"])
+    assert out["slurmctld"]["action"] == "restart"
+    assert out["reconfigure"]["action"] == "reconfigure"
+    assert out["outside"]["hosts"] == []
