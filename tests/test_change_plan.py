@@ -14,6 +14,7 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.change_plan i
     FIRST_OR_RESTART,
     Node,
     Noted,
+    acceptance_drains,
     plan,
     unreachable,
 )
@@ -250,3 +251,68 @@ def test_the_notes_of_the_run_come_from_the_asking_host() -> None:
     assert out["slurmctld"]["action"] == "restart"
     assert out["reconfigure"]["action"] == "reconfigure"
     assert out["outside"]["hosts"] == []
+
+
+# --- The acceptance gate's drains -------------------------------------------------------
+
+PREFIX = "acceptance:"
+BEFORE = [
+    "node1|idle|none",
+    "node1|idle|none",  # a node in two partitions
+    "node2|drain|admin: disk swap",
+    "node4|drain|acceptance: gloo all_reduce failed",
+]
+
+
+def drains(nodes: list, changed: tuple = (), answered: bool = True) -> dict:
+    return acceptance_drains(nodes, BEFORE if answered else [], changed, PREFIX, answered)
+
+
+def test_a_node_slurmctld_did_not_know_is_drained_as_new() -> None:
+    assert drains([Node("node1", "node1"), Node("node3", "node3")]) == {"node3": "new to slurmctld"}
+
+
+def test_a_no_change_run_drains_nothing() -> None:
+    assert drains([Node("node1", "node1"), Node("node4", "node4")]) == {}
+
+
+def test_changed_hardware_release_or_torch_drains_a_node_with_why() -> None:
+    assert drains([Node("node1", "node1")], changed=("node1",)) == {
+        "node1": "its NodeName line or GPUs changed"
+    }
+    assert drains([Node("node4", "node4", release=True)]) == {"node4": "its slurmd changes release"}
+    assert drains([Node("node1", "node1", torch=True)]) == {"node1": "its PyTorch was reinstalled"}
+
+
+def test_an_admin_drain_is_never_touched() -> None:
+    assert drains([Node("node2", "node2", torch=True)], changed=("node2",)) == {}
+
+
+def test_every_node_waits_when_slurmctld_did_not_answer() -> None:
+    got = drains([Node("node2", "node2"), Node("node1", "node1")], answered=False)
+    assert list(got) == ["node1", "node2"]
+    assert set(got.values()) == {"a first install (slurmctld did not answer)"}
+
+
+def test_the_plan_drains_only_with_the_gate_on_and_counts_gpu_changes() -> None:
+    nodes = [Node("node1", "node1"), Node("node2", "node2")]
+    gpus = Noted(gres_changed=("node2",))
+    assert plan(gpus, nodes, sinfo_lines=KNOWN).drain == {}  # gate off
+    on = plan(gpus, nodes, sinfo_lines=KNOWN, acceptance=PREFIX)
+    assert on.drain == {"node2": "its NodeName line or GPUs changed"}
+    line = plan(
+        Noted(conf="nodes"), nodes, sinfo_lines=KNOWN, nodes_changed=["node1"], acceptance=PREFIX
+    )
+    assert line.drain == {"node1": "its NodeName line or GPUs changed"}
+
+
+def test_the_filter_reads_release_and_torch_from_the_hosts() -> None:
+    node = {
+        "inventory_hostname": "gpu7",
+        "ansible_facts": {"hostname": "node7"},
+        "slurm_common_upgrade": {"slurmd": {"from": "22.05"}},
+        "pytorch_install": {"changed": True},
+    }
+    ctl = {"inventory_hostname": "ctl"}
+    out = daemon_plan([node], {}, ctl, {}, sinfo_lines=["node7|idle|none"], acceptance=PREFIX)
+    assert out["drain"] == {"node7": "its slurmd changes release"}

@@ -21,8 +21,11 @@ def daemon_plan(
     outside: Iterable[str] = (),
     registered: bool = False,
     ctl_upgraded: bool = False,
+    answered: bool = True,
+    acceptance: str | None = None,
 ) -> dict:
-    """What slurmdbd, slurmctld and each slurmd do in this run, and why.
+    """What slurmdbd, slurmctld and each slurmd do in this run, and why; the nodes
+    the acceptance gate drains (``acceptance``: its prefix, None when off).
 
     here: the variables of the host that asks (slurm_common's notes of the run).
     """
@@ -35,6 +38,9 @@ def daemon_plan(
         ctl_up=daemon_up(ctl, "slurmctld"),
         sinfo_lines=sinfo_lines,
         outside=outside,
+        answered=answered,
+        nodes_changed=here.get("slurm_common_nodes_changed") or (),
+        acceptance=acceptance,
     ).to_dict()
 
 

@@ -16,6 +16,9 @@ the slurm_daemons role carries out in order, deciding nothing itself:
 - ``outside``: ``{"hosts": [...], "why"}`` - compute nodes outside ``--limit``
   whose slurmd a reconfigure cannot update (a restart-only change).
 - ``revive``: NodeNames slurmctld could not reach before this run.
+- ``drain``: ``{NodeName: why}`` - the play's compute nodes the acceptance gate
+  drains with ``<prefix> pending`` before their new files or slurmd take effect
+  (never one an admin drained); the smoke job resumes those it proves.
 
 Pure Python, no Ansible: the filter ``daemon_plan`` (plugins/filter/change_plan.py)
 reads the hosts' variables and calls ``plan``; tests/test_change_plan.py covers it
@@ -31,6 +34,8 @@ from dataclasses import dataclass, field
 # slurm_common_conf_change values: how the daemons take a slurm.conf change.
 CONF_CHANGES = ("none", "reconfigure", "nodes", "restart")
 FIRST_OR_RESTART = "a first install or a slurm.conf change only a restart applies"
+# sinfo %t of a drained or draining node (with or without flags such as '*').
+_DRAINED = re.compile(r"^(drain|drng|drained|draining)")
 # A node slurmctld cannot reach ('*' after its state) or set DOWN for "Not responding".
 _UNREACHABLE = re.compile(r"^[^|]+\|([a-z]+\*\||down\|Not responding)")
 
@@ -69,6 +74,8 @@ class Node:
     key: bool = False  # a new munge key here
     unit: bool = False  # slurmd's configless drop-in is new
     up: bool = True  # the probe found slurmd active and enabled
+    release: bool = False  # its slurmd moves to another Slurm release in this run
+    torch: bool = False  # its PyTorch was (re)installed in this run
 
 
 @dataclass
@@ -79,6 +86,7 @@ class Plan:
     slurmd: dict = field(default_factory=dict)
     outside: dict = field(default_factory=lambda: {"hosts": [], "why": ""})
     revive: list = field(default_factory=list)
+    drain: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
@@ -88,11 +96,58 @@ class Plan:
             "slurmd": self.slurmd,
             "outside": self.outside,
             "revive": self.revive,
+            "drain": self.drain,
         }
 
 
 def _act(action: str, why: str = "") -> dict:
     return {"action": action, "why": why}
+
+
+def known_nodes(sinfo_lines: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """``{NodeName: (state, reason)}`` from ``sinfo --Node '%N|%t|%E'`` lines (first line wins)."""
+    out: dict[str, tuple[str, str]] = {}
+    for line in sinfo_lines or []:
+        name, _sep, rest = str(line).partition("|")
+        state, _sep, reason = rest.partition("|")
+        if name and name not in out:
+            out[name] = (state.strip(), reason.strip())
+    return out
+
+
+def acceptance_drains(
+    nodes: Iterable[Node],
+    sinfo_lines: Iterable[str],
+    changed: Iterable[str],
+    prefix: str,
+    answered: bool = True,
+) -> dict[str, str]:
+    """``{NodeName: why}`` of the nodes that wait for the acceptance job.
+
+    Of the play's compute nodes: those slurmctld did not know before this run
+    (every one when it did not answer: a first install), whose NodeName line or
+    GPUs changed (``changed``), whose slurmd changes release or whose PyTorch
+    was (re)installed; never one an admin drained (a reason without ``prefix``).
+    """
+    known = known_nodes(sinfo_lines) if answered else {}
+    changed = set(changed or ())
+    out: dict[str, str] = {}
+    for node in nodes:
+        state, reason = known.get(node.name, ("", ""))
+        if _DRAINED.match(state) and not reason.startswith(prefix):
+            continue
+        why = _first(
+            [
+                (not answered, "a first install (slurmctld did not answer)"),
+                (node.name not in known, "new to slurmctld"),
+                (node.name in changed, "its NodeName line or GPUs changed"),
+                (node.release, "its slurmd changes release"),
+                (node.torch, "its PyTorch was reinstalled"),
+            ]
+        )
+        if why:
+            out[node.name] = why
+    return dict(sorted(out.items()))
 
 
 def unreachable(sinfo_lines: Iterable[str]) -> list[str]:
@@ -127,14 +182,23 @@ def plan(
     ctl_up: bool = True,
     sinfo_lines: Iterable[str] = (),
     outside: Iterable[str] = (),
+    answered: bool = True,
+    nodes_changed: Iterable[str] = (),
+    acceptance: str | None = None,
 ) -> Plan:
     """The daemons' actions for this run.
 
     dbd: the cluster has a slurmdbd host; dbd_up/ctl_up: the probe found the
     daemon active and enabled; sinfo_lines: what slurmctld reported before this
-    run; outside: the compute hosts outside this play (``--limit``).
+    run (answered: whether it answered); outside: the compute hosts outside this
+    play (``--limit``); nodes_changed: NodeNames whose NodeName line changed;
+    acceptance: the gate's reason prefix, None when the gate is off.
     """
+    nodes = list(nodes)
     out = Plan(revive=unreachable(sinfo_lines))
+    if acceptance is not None:
+        changed = [*nodes_changed, *noted.gres_changed]
+        out.drain = acceptance_drains(nodes, sinfo_lines, changed, acceptance, answered)
     if dbd:
         restart = _first(
             [
@@ -227,6 +291,8 @@ def node_of(hostvars: Mapping) -> Node:
         key=_changed(hostvars.get("munge_key_install")),
         unit=_changed(hostvars.get("slurm_common_unit")),
         up=daemon_up(hostvars, "slurmd"),
+        release="slurmd" in (hostvars.get("slurm_common_upgrade") or {}),
+        torch=_changed(hostvars.get("pytorch_install")),
     )
 
 
