@@ -346,8 +346,9 @@ def target_verdicts(figures: Mapping[str, Any]) -> list[dict[str, Any]]:
     return verdicts
 
 
-# The smoke job's per-mode task (roles/smoke_train/tasks/mode.yml) and its results file.
-SMOKE_MODE_TASK = "Launch and judge mode "
+# The smoke job's launch task (roles/smoke_train/tasks/partition.yml: one per
+# partition, every mode inside) and its results file.
+SMOKE_LAUNCH_TASK = "Launch and judge each mode in "
 SMOKE_RESULTS = ROOT / "results"
 SMOKE_RUN_FILE = re.compile(r"^\d{8}T\d{6}Z-\d+\.json$")
 
@@ -357,18 +358,15 @@ def smoke_breakdown(
 ) -> dict[str, Any]:
     """Where a smoke_train.yml run's time went, mode by mode (summed over partitions).
 
-    Per mode: the task's time (longest host), the launch's wall time, what no rank
-    holds (srun or sbatch, a torchrun agent, spawn's node process), the ranks'
+    Per mode: the launch's wall time, what no rank holds (srun or sbatch, a
+    torchrun agent, spawn's node process, the wait for the nodes) and the ranks'
     phases (import, rendezvous, checks, train, measure, teardown: the slowest
-    rank's) and Ansible's own share of the task (the task less the launch).
-    ``outside_s`` is the run less its launch tasks: the doctor, the deploy, the
-    verdict, ansible-playbook's start.
+    rank's). ``launch_task_s`` is the launch task (longest host, every
+    partition), ``runner_s`` its part outside the launches (the mode runner's
+    start, each mode's folder and report, Ansible's round trip), ``outside_s``
+    the run less the launch task: the doctor, the deploy, the verdict,
+    ansible-playbook's start.
     """
-    task_s = {
-        t.task[len(SMOKE_MODE_TASK) :]: t.duration_s
-        for t in tasks
-        if t.task.startswith(SMOKE_MODE_TASK)
-    }
     modes: dict[str, dict[str, Any]] = {}
     for outcome in (summary or {}).get("modes") or []:
         mine = modes.setdefault(str(outcome.get("mode")), {"launch_s": 0.0, "startup_s": 0.0})
@@ -377,16 +375,14 @@ def smoke_breakdown(
         phases = mine.setdefault("phases_s", {})
         for phase, seconds in (outcome.get("phases_s") or {}).items():
             phases[phase] = round(phases.get(phase, 0.0) + float(seconds), 3)
-    for mode, seconds in task_s.items():
-        mine = modes.setdefault(mode, {})
-        mine["task_s"] = round(seconds, 2)
-        if "launch_s" in mine:
-            mine["ansible_s"] = round(seconds - mine["launch_s"], 2)
-    launches = round(sum(task_s.values()), 2)
+    task = round(sum(t.duration_s for t in tasks if t.task.startswith(SMOKE_LAUNCH_TASK)), 2)
+    launches = round(sum(m["launch_s"] for m in modes.values()), 2)
     return {
         "modes": modes,
         "launches_s": launches,
-        "outside_s": round(wall_s - launches, 2),
+        "launch_task_s": task,
+        "runner_s": round(task - launches, 2),
+        "outside_s": round(wall_s - task, 2),
     }
 
 
@@ -562,20 +558,20 @@ def breakdown_rows(breakdown: Mapping[str, Any], run: str | None) -> list[str]:
         return []
     phases = ("import", "rendezvous", "checks", "train", "measure", "teardown")
     rows = [
-        f"smoke job by mode ({run}): task = launch + Ansible; launch = startup + rank phases",
-        f"  {'mode':<9} {'task':>6} {'launch':>7} {'ansible':>8} {'startup':>8} "
-        + " ".join(f"{p[:8]:>8}" for p in phases),
+        f"smoke job by mode ({run}): launch = startup + the slowest rank's phases",
+        f"  {'mode':<9} {'launch':>7} {'startup':>8} " + " ".join(f"{p[:8]:>8}" for p in phases),
     ]
     for mode, m in modes.items():
         ph = m.get("phases_s") or {}
         rows.append(
-            f"  {mode:<9} {format_s(m.get('task_s')):>6} {format_s(m.get('launch_s')):>7} "
-            f"{format_s(m.get('ansible_s')):>8} {format_s(m.get('startup_s')):>8} "
+            f"  {mode:<9} {format_s(m.get('launch_s')):>7} {format_s(m.get('startup_s')):>8} "
             + " ".join(f"{format_s(ph.get(p)):>8}" for p in phases)
         )
     rows.append(
-        f"  launches {format_s(breakdown.get('launches_s'))}, the rest of the run "
-        f"(doctor, deploy, verdict, Ansible's start) {format_s(breakdown.get('outside_s'))}"
+        f"  launches {format_s(breakdown.get('launches_s'))} in a launch task of "
+        f"{format_s(breakdown.get('launch_task_s'))} (the mode runner and Ansible "
+        f"{format_s(breakdown.get('runner_s'))}); the rest of the run (doctor, deploy, "
+        f"verdict, Ansible's start) {format_s(breakdown.get('outside_s'))}"
     )
     return rows
 

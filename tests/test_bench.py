@@ -544,10 +544,9 @@ def test_a_failed_command_keeps_the_end_of_its_output() -> None:
 
 
 def test_smoke_breakdown_mode_by_mode(tmp_path: Path) -> None:
-    """Each mode's task = its launch + Ansible's share; launch = startup + the ranks' phases."""
+    """launch = startup + the ranks' phases; the launch task = the launches + the runner."""
     tasks = [
-        bench.TaskTiming("smoke_train", "Launch and judge mode srun", 4.1),
-        bench.TaskTiming("smoke_train", "Launch and judge mode torchrun", 5.3),
+        bench.TaskTiming("smoke_train", "Launch and judge each mode in gpu", 9.1),
         bench.TaskTiming("cluster_doctor", "Probe each node", 2.1),
     ]
     summary = {
@@ -566,15 +565,14 @@ def test_smoke_breakdown_mode_by_mode(tmp_path: Path) -> None:
         "launch_s": 3.72,
         "startup_s": 0.57,
         "phases_s": {"import": 1.01, "measure": 0.98, "train": 0.06},
-        "task_s": 4.1,
-        "ansible_s": 0.38,
     }
-    assert out["modes"]["torchrun"]["ansible_s"] == 0.33
-    assert out["launches_s"] == 9.4
-    assert out["outside_s"] == 16.6
+    assert out["launches_s"] == 8.69
+    assert out["launch_task_s"] == 9.1
+    assert out["runner_s"] == 0.41
+    assert out["outside_s"] == 16.9
     rows = bench.breakdown_rows(out, "smoke-1")
     assert rows[0].startswith("smoke job by mode (smoke-1)")
-    assert any(row.split()[:4] == ["srun", "4.1", "s", "3.7"] for row in rows)
+    assert any(row.split()[:5] == ["srun", "3.7", "s", "0.6", "s"] for row in rows)
     # The results file a smoke run wrote after it started, not an older one.
     (tmp_path / "20261202T091749Z-769.json").write_text(json.dumps(summary))
     (tmp_path / "doctor-latest.json").write_text("{}")
