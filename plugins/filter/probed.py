@@ -9,11 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-
-def unit_up(state: Mapping | None, name: str) -> bool:
-    """True when the probe found the systemd unit active and enabled at boot."""
-    unit = ((state or {}).get("units") or {}).get(name) or {}
-    return unit.get("active") == "active" and unit.get("enabled") == "enabled"
+# One definition, shared with the change plan's reading of the probe.
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.change_plan import unit_up
 
 
 def probed_file(state: Mapping | None, path: str) -> dict:

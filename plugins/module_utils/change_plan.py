@@ -29,15 +29,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 # slurm_common_conf_change values: how the daemons take a slurm.conf change.
 CONF_CHANGES = ("none", "reconfigure", "nodes", "restart")
 FIRST_OR_RESTART = "a first install or a slurm.conf change only a restart applies"
 # sinfo %t of a drained or draining node (with or without flags such as '*').
 _DRAINED = re.compile(r"^(drain|drng|drained|draining)")
-# A node slurmctld cannot reach ('*' after its state) or set DOWN for "Not responding".
-_UNREACHABLE = re.compile(r"^[^|]+\|([a-z]+\*\||down\|Not responding)")
 
 
 @dataclass(frozen=True)
@@ -89,15 +87,7 @@ class Plan:
     drain: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {
-            "slurmdbd": self.slurmdbd,
-            "slurmctld": self.slurmctld,
-            "reconfigure": self.reconfigure,
-            "slurmd": self.slurmd,
-            "outside": self.outside,
-            "revive": self.revive,
-            "drain": self.drain,
-        }
+        return asdict(self)
 
 
 def _act(action: str, why: str = "") -> dict:
@@ -151,15 +141,13 @@ def acceptance_drains(
 
 
 def unreachable(sinfo_lines: Iterable[str]) -> list[str]:
-    """NodeNames slurmctld could not reach before this run (``sinfo --Node '%N|%t|%E'``)."""
-    found: list[str] = []
-    for line in sinfo_lines or []:
-        text = str(line)
-        if _UNREACHABLE.match(text):
-            name = text.split("|", 1)[0]
-            if name not in found:
-                found.append(name)
-    return found
+    """NodeNames slurmctld could not reach before this run (``sinfo --Node '%N|%t|%E'``):
+    not responding (``*`` after the state) or DOWN for "Not responding"."""
+    return [
+        name
+        for name, (state, reason) in known_nodes(sinfo_lines).items()
+        if state.endswith("*") or (state == "down" and reason.startswith("Not responding"))
+    ]
 
 
 def _choose(restart: str, start: str) -> dict:
@@ -275,12 +263,16 @@ def _changed(result: object) -> bool:
     return isinstance(result, Mapping) and bool(result.get("changed"))
 
 
+def unit_up(state: Mapping | None, name: str) -> bool:
+    """True when the probe (module node_state) found the systemd unit active and enabled
+    at boot; also the filter ``unit_up`` (plugins/filter/probed.py)."""
+    unit = ((state or {}).get("units") or {}).get(name) or {}
+    return unit.get("active") == "active" and unit.get("enabled") == "enabled"
+
+
 def daemon_up(hostvars: Mapping | None, unit: str) -> bool:
     """Whether the probe (``cluster_node_state``) found the unit active and enabled."""
-    state = (hostvars or {}).get("cluster_node_state")
-    units = (state.get("units") or {}) if isinstance(state, Mapping) else {}
-    found = units.get(unit) or {}
-    return found.get("active") == "active" and found.get("enabled") == "enabled"
+    return unit_up((hostvars or {}).get("cluster_node_state"), unit)
 
 
 def node_of(hostvars: Mapping) -> Node:
