@@ -110,15 +110,3 @@ def test_a_read_the_probe_missed_or_failed_says_nothing() -> None:
         failed = dict(PROBED, **{name: {"rc": 3, "stdout": ""}})  # slurmctld not active
         assert sacctmgr_plan(failed, "local", WANT_QOS, WANT_ACCOUNTS) is None
     assert sacctmgr_plan(None, "local", WANT_QOS, WANT_ACCOUNTS) is None
-
-
-def test_the_probe_runs_the_modules_own_reads() -> None:
-    import yaml
-    from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.sacctmgr import show_argv
-
-    play = yaml.safe_load((ROOT / "playbooks/packages.yml").read_text())[0]
-    probe = play["vars"]["__packages_probe_accounting"]
-    for what, name in PROBE_NAMES.items():
-        command = " ".join(probe[name].split())
-        expected = " ".join(show_argv(what, "{{ cluster_name | lower | quote }}"))
-        assert command.endswith("timeout 10 " + expected), (name, command)

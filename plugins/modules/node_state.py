@@ -103,6 +103,16 @@ options:
       C(slurm_node) that the module slurm_node_info sets.
     type: bool
     default: false
+  wants:
+    description:
+      - The reads the roles declare, each in its C(meta/probe.yml), gathered by
+        the lookup M(gpulab.slurm_cluster.role_probes) into one mapping of this
+        module's other options. They are added to the options the task sets
+        itself, lists joined without repeats and commands merged by name; a
+        single value the task sets away from its default wins.
+      - An unknown option or a value of the wrong type fails the module, naming it.
+    type: dict
+    default: {}
 author:
   - slurm-cluster-in-a-box contributors (@gpulab)
 """
@@ -160,6 +170,11 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_health i
     file_info,
     run,
     units,
+)
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.probe_wants import (
+    SPEC,
+    WantsError,
+    combine,
 )
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.safe_fs import (
     UnsafePath,
@@ -284,27 +299,15 @@ def dir_state(root: str, spec: dict) -> str:
 
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={
-            "packages": {"type": "bool", "default": True},
-            "units": {"type": "list", "elements": "str", "default": []},
-            "files": {"type": "list", "elements": "path", "default": []},
-            "read": {"type": "list", "elements": "path", "default": []},
-            "commands": {"type": "dict", "default": {}},
-            "masked": {"type": "list", "elements": "dict", "default": []},
-            "slurm_node": {"type": "bool", "default": False},
-            "users": {"type": "list", "elements": "dict", "default": []},
-            "users_refuse": {"type": "bool", "default": False},
-            "users_manage": {"type": "bool", "default": True},
-            "users_extra": {"type": "list", "elements": "str", "default": []},
-            "shared_root": {"type": "path", "default": "/shared"},
-            "shared_dirs": {"type": "list", "elements": "dict", "default": []},
-            "shared_reads": {"type": "list", "elements": "path", "default": []},
-            "shared_hashes": {"type": "list", "elements": "path", "default": []},
-            "shared_list": {"type": "path"},
-        },
+        argument_spec={**SPEC, "wants": {"type": "dict", "default": {}}},
         supports_check_mode=True,
     )
-    p = module.params
+    try:
+        p, problem = combine(module.params, module.params["wants"]), ""
+    except WantsError as exc:
+        p, problem = {}, str(exc)
+    if problem:
+        module.fail_json(msg=problem)
     # The slow reads (dpkg, systemctl, slurmd -C, the commands) run side by side.
     with ThreadPoolExecutor(max_workers=8) as pool:
         pkgs = pool.submit(packages) if p["packages"] else None

@@ -1,0 +1,273 @@
+"""What the roles want probed (module_utils/probe_wants.py, lookup role_probes).
+
+Each role declares its probe in roles/<role>/meta/probe.yml; the lookup
+renders them per host and node_state takes the union as ``wants``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.probe_wants import (
+    SPEC,
+    WantsError,
+    check,
+    combine,
+    union,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+
+
+# --- the union, case by case ------------------------------------------------
+
+
+def test_lists_join_in_order_without_repeats() -> None:
+    got = union(
+        [
+            ("roles/a", {"units": ["munge", "slurmd"], "files": ["/etc/a"]}),
+            ("roles/b", {"units": ["slurmd", "slurmctld"], "files": ["/etc/b"]}),
+        ]
+    )
+    assert got == {"units": ["munge", "slurmd", "slurmctld"], "files": ["/etc/a", "/etc/b"]}
+
+
+def test_commands_merge_by_name_and_the_same_command_twice_is_one() -> None:
+    got = union(
+        [
+            ("roles/a", {"commands": {"sinfo": "sinfo -N", "pci": "lspci"}}),
+            ("roles/b", {"commands": {"sinfo": "sinfo -N", "nvidia": "cat v"}}),
+        ]
+    )
+    assert got == {"commands": {"sinfo": "sinfo -N", "pci": "lspci", "nvidia": "cat v"}}
+
+
+def test_one_command_name_with_two_scripts_names_both_roles() -> None:
+    with pytest.raises(WantsError, match=r"roles/b: commands 'sinfo' differs from the one roles/a"):
+        union(
+            [
+                ("roles/a", {"commands": {"sinfo": "sinfo -N"}}),
+                ("roles/b", {"commands": {"sinfo": "sinfo"}}),
+            ]
+        )
+
+
+def test_a_single_value_must_agree_wherever_declared() -> None:
+    same = union([("roles/a", {"shared_root": "/shared"}), ("roles/b", {"shared_root": "/shared"})])
+    assert same == {"shared_root": "/shared"}
+    with pytest.raises(
+        WantsError, match=r"roles/b: shared_root is '/srv' here and '/shared' in roles/a"
+    ):
+        union([("roles/a", {"shared_root": "/shared"}), ("roles/b", {"shared_root": "/srv"})])
+
+
+def test_null_asks_nothing_on_that_host() -> None:
+    got = union([("roles/a", {"commands": None, "shared_list": None}), ("roles/b", None)])
+    assert got == {}
+
+
+@pytest.mark.parametrize(
+    ("wants", "message"),
+    [
+        ({"unit": ["munge"]}, r"'unit' is no option of node_state \(it takes: packages, units"),
+        ({"units": "munge"}, r"'units' must be a list, got str"),
+        ({"slurm_node": "yes"}, r"'slurm_node' must be a bool"),
+        ({"commands": ["sinfo"]}, r"'commands' must be a dict"),
+        ({"files": ["/etc/a", ""]}, r"'files' must list non-empty strings"),
+        ({"masked": ["/etc/a"]}, r"'masked' must list mappings"),
+        (["units"], r"a mapping of node_state's options, not list"),
+    ],
+)
+def test_a_bad_declaration_is_named(wants, message) -> None:
+    with pytest.raises(WantsError, match=message):
+        check("roles/x/meta/probe.yml", wants)
+
+
+def test_the_tasks_own_options_win_and_lists_are_joined() -> None:
+    params = {key: spec.get("default") for key, spec in SPEC.items()}
+    params.update(units=["munge"], packages=False)
+    got = combine(params, {"units": ["munge", "slurmd"], "packages": True, "shared_root": "/srv"})
+    assert got["units"] == ["munge", "slurmd"]
+    assert got["packages"] is False  # set away from its default by the task
+    assert got["shared_root"] == "/srv"  # the task left the default
+
+
+# --- every role's declaration, rendered by the lookup in a real play ---------
+
+# What playbooks/packages.yml named by hand before the roles declared it
+# (default paths), per host: nothing may be lost.
+BEFORE_FILES = {
+    "/etc/munge/munge.key",
+    "/etc/slurm/slurm.conf",
+    "/etc/slurm/gres.conf",
+    "/etc/slurm/cgroup.conf",
+    "/etc/slurm/slurmdbd.conf",
+    "/etc/slurm/slurmdbd.dbpass",
+    "/run/slurm/conf/slurm.conf",
+    "/run/slurm/conf/gres.conf",
+    "/run/slurm/conf/cgroup.conf",
+    "/etc/systemd/system/slurmd.service.d/configless.conf",
+    "/usr/local/sbin/cluster-health",
+    "/etc/slurm-cluster/health.json",
+    "/etc/systemd/system/cluster-health.service",
+    "/etc/systemd/system/cluster-health.timer",
+}
+BEFORE_UNITS = {"munge", "slurmd", "slurmctld", "slurmdbd", "mariadb", "cluster-health.timer"}
+NODE_COMMANDS = {"hostname", "resolve", "firewall", "nvidia", "pci"}
+CONTROLLER_COMMANDS = NODE_COMMANDS | {
+    "sinfo",
+    "accounting",
+    "acct_qos",
+    "acct_accounts",
+    "acct_assocs",
+}
+
+PLAY = """
+- hosts: slurm_cluster
+  gather_facts: false
+  roles:
+    - role: gpulab.slurm_cluster.cluster
+  tasks:
+    - name: Keep what the roles want probed here
+      ansible.builtin.copy:
+        content: "{{ lookup('gpulab.slurm_cluster.role_probes') | to_json }}"
+        dest: "{{ out }}/{{ inventory_hostname }}.json"
+        mode: "0644"
+      delegate_to: localhost
+"""
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("probes")
+    hosts = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory = {
+        "all": {
+            "children": {
+                "slurm_cluster": {
+                    "vars": {
+                        **hosts,
+                        "cluster_name": "Lab One",
+                        "cluster_users": [{"name": "ada", "uid": 2001}],
+                    },
+                    "children": {
+                        "slurm_controller": {"hosts": {"ctl": None}},
+                        "slurm_compute": {"hosts": {"node1": {"slurm_compute_gpus": 1}}},
+                    },
+                }
+            }
+        }
+    }
+    (tmp / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    (tmp / "play.yml").write_text(PLAY)
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(tmp / "facts")
+    result = subprocess.run(
+        [
+            str(ANSIBLE_PLAYBOOK),
+            "-i",
+            str(tmp / "hosts.yml"),
+            str(tmp / "play.yml"),
+            "-e",
+            f"out={tmp}",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return {h: json.loads((tmp / f"{h}.json").read_text()) for h in ("ctl", "node1")}
+
+
+def test_the_union_asks_all_that_packages_yml_named_by_hand(rendered) -> None:
+    for host, commands in (("ctl", CONTROLLER_COMMANDS), ("node1", NODE_COMMANDS)):
+        wants = rendered[host]
+        assert set(wants["files"]) >= BEFORE_FILES, (host, BEFORE_FILES - set(wants["files"]))
+        assert set(wants["units"]) >= BEFORE_UNITS
+        assert set(wants["commands"]) == commands, host
+        assert [m["path"] for m in wants["masked"]] == ["/etc/slurm/slurmdbd.conf"]
+        assert wants["read"] == ["/etc/hosts", "/var/lib/slurm-cluster/acceptance-pending"]
+        assert wants["shared_root"] == "/shared"
+        assert wants["shared_reads"] == ["/shared/.cluster/shared-fs-check"]
+        assert wants["shared_hashes"] == ["/shared/.cluster/examples"]
+        assert wants["users_refuse"] is True
+        assert [u["name"] for u in wants["users"]] == ["ada", "clusterproof"]
+        assert set(wants) <= set(SPEC)
+
+
+def test_host_conditions_render_per_host(rendered) -> None:
+    assert rendered["ctl"]["slurm_node"] is False
+    assert rendered["node1"]["slurm_node"] is True
+    # The users' folders are listed on the one node that makes them.
+    assert ("shared_list" in rendered["ctl"]) != ("shared_list" in rendered["node1"])
+    # The role's own files reach the commands (probe_role_path).
+    assert rendered["node1"]["commands"]["pci"].strip()
+    firewall = rendered["node1"]["commands"]["firewall"]
+    assert firewall[:2] == ["sh", "-c"] and firewall[-1] == "6817,6818"
+
+
+def test_every_role_that_reads_the_probe_declares_what_it_reads() -> None:
+    readers = {
+        p.relative_to(ROOT / "roles").parts[0]
+        for p in (ROOT / "roles").rglob("*.yml")
+        if "cluster_node_state" in p.read_text() or "__slurm_common_probe" in p.read_text()
+    }
+    declared = {p.parent.parent.name for p in (ROOT / "roles").glob("*/meta/probe.yml")}
+    assert readers <= declared, readers - declared
+    assert not set(
+        yaml.safe_load((ROOT / "playbooks/packages.yml").read_text())[0]["tasks"][0][
+            "gpulab.slurm_cluster.node_state"
+        ]
+    ) - {"wants"}, "packages.yml names reads of its own again"
+
+
+def test_the_probe_runs_sacctmgr_syncs_own_reads(rendered) -> None:
+    """The controller's three accounting reads are the module's own (module_utils/sacctmgr.py)."""
+    from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.sacctmgr import show_argv
+
+    sys.path.insert(0, str(ROOT / "plugins/filter"))
+    from accounting import PROBE_NAMES
+
+    for what, name in PROBE_NAMES.items():
+        command = rendered["ctl"]["commands"][name]
+        expected = " ".join(show_argv(what, "'lab one'"))
+        assert command == f"systemctl is-active --quiet slurmctld && timeout 10 {expected}", name
+
+
+def node_state(args: dict) -> dict:
+    """The module node_state run here as Ansible runs it (arguments on stdin)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "collections"))
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "plugins/modules/node_state.py")],
+        input=json.dumps({"ANSIBLE_MODULE_ARGS": args}),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return json.loads(out.stdout)
+
+
+def test_node_state_reads_what_the_wants_add_to_its_own(tmp_path) -> None:
+    (tmp_path / "a").write_text("A")
+    (tmp_path / "b").write_text("B")
+    result = node_state(
+        {"packages": False, "read": [str(tmp_path / "a")], "wants": {"read": [str(tmp_path / "b")]}}
+    )
+    assert result["state"]["read"] == {str(tmp_path / "a"): "A", str(tmp_path / "b"): "B"}
+
+
+def test_node_state_names_a_wrong_want_and_reads_nothing() -> None:
+    result = node_state({"packages": False, "wants": {"reads": ["/etc/hosts"]}})
+    assert result["failed"] is True
+    assert "wants: 'reads' is no option of node_state" in result["msg"]
+    assert "state" not in result
