@@ -316,3 +316,38 @@ def test_the_filter_reads_release_and_torch_from_the_hosts() -> None:
     ctl = {"inventory_hostname": "ctl"}
     out = daemon_plan([node], {}, ctl, {}, sinfo_lines=["node7|idle|none"], acceptance=PREFIX)
     assert out["drain"] == {"node7": "its slurmd changes release"}
+
+
+# --- the slurmd upgrade's batches -------------------------------------------
+
+
+def test_the_nodes_whose_slurmd_changes_release_upgrade_in_batches() -> None:
+    nodes = [Node(f"node{i}", f"node{i}", release=i != 3) for i in range(1, 7)]
+    out = plan(Noted(), nodes, batch="40%")
+    # 40% of the five moving nodes is 2 (rounded down, as serial does); node3 stays.
+    assert out.upgrade == {
+        "hosts": ["node1", "node2", "node4", "node5", "node6"],
+        "batches": [["node1", "node2"], ["node4", "node5"], ["node6"]],
+        "sizes": [2, 2, 1],
+        "why": "its slurmd moves to another Slurm release",
+    }
+
+
+@pytest.mark.parametrize(
+    ("batch", "sizes"),
+    [("25%", [1, 1]), ("100%", [2]), (1, [1, 1]), ("5", [2]), ("1%", [1, 1])],
+)
+def test_a_batch_is_a_count_or_a_share_of_at_least_one_node(batch, sizes) -> None:
+    nodes = [Node("node1", "node1", release=True), Node("node2", "node2", release=True)]
+    assert plan(Noted(), nodes, batch=batch).upgrade["sizes"] == sizes
+
+
+def test_a_run_that_moves_no_release_upgrades_nothing() -> None:
+    assert plan(Noted(), NODES).upgrade == {"hosts": [], "batches": [], "sizes": [], "why": ""}
+
+
+@pytest.mark.parametrize("batch", ["0", "-1", "half", "0%", ""])
+def test_a_bad_batch_size_is_refused_naming_the_variable(batch) -> None:
+    nodes = [Node("node1", "node1", release=True)]
+    with pytest.raises(ValueError, match=r"slurm_upgrade_batch .*: give a number of nodes"):
+        plan(Noted(), nodes, batch=batch)

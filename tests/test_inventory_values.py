@@ -422,6 +422,8 @@ def test_a_group_value_wrong_on_every_host_is_reported_once() -> None:
         ("monitoring_prometheus_listen_address", "9090", "is not host:port"),
         ("monitoring_prometheus_listen_address", "0.0.0.0:70000", "is not host:port"),
         ("monitoring_prometheus_retention", "15 days", "is not a Prometheus duration"),
+        ("slurm_upgrade_batch", "half", "is no batch size"),
+        ("slurm_upgrade_batch", 0, "e.g. slurm_upgrade_batch: 25%"),
     ],
 )
 def test_bad_health_settings_are_named(var, value, words) -> None:
@@ -442,6 +444,7 @@ def test_good_health_settings_pass() -> None:
         "cluster_health_skip": ["clock.sync"],
         "monitoring_prometheus_listen_address": "[::1]:9090",
         "monitoring_prometheus_retention": "30d12h",
+        "slurm_upgrade_batch": "50%",
     }
     hv = {h: dict(good) for h in ("ctl", "node1")}
     assert ic.inventory_problems(hv, {"all": ["ctl", "node1"], "slurm_compute": ["node1"]}) == []

@@ -23,9 +23,11 @@ def daemon_plan(
     ctl_upgraded: bool = False,
     answered: bool = True,
     acceptance: str | None = None,
+    batch: object = "25%",
 ) -> dict:
     """What slurmdbd, slurmctld and each slurmd do in this run, and why; the nodes
-    the acceptance gate drains (``acceptance``: its prefix, None when off).
+    the acceptance gate drains (``acceptance``: its prefix, None when off); the
+    slurmd upgrade's batches (``batch``: slurm_upgrade_batch, N or N%).
 
     here: the variables of the host that asks (slurm_common's notes of the run).
     """
@@ -41,6 +43,7 @@ def daemon_plan(
         answered=answered,
         nodes_changed=here.get("slurm_common_nodes_changed") or (),
         acceptance=acceptance,
+        batch=batch,
     ).to_dict()
 
 

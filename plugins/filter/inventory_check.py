@@ -11,6 +11,9 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.change_plan import (
+    upgrade_batches,
+)
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_health import CHECK_IDS
 
 try:
@@ -753,6 +756,16 @@ def _acceptance_modes(c: _Check, host: str, value: Any) -> None:
         c.bad(host, var, value, f"names {', '.join(map(str, unknown))}, not a launch mode", fix)
 
 
+def _upgrade_batch(c: _Check, host: str, value: Any) -> None:
+    try:
+        upgrade_batches(["node"], value)
+    except ValueError:
+        var = "slurm_upgrade_batch"
+        c.bad(
+            host, var, value, "is no batch size", f"a number of nodes or a share, e.g. {var}: 25%"
+        )
+
+
 HEALTH_STATES = ("ANY", "IDLE", "MIXED", "ALLOC", "NONDRAINED_IDLE")
 
 
@@ -877,6 +890,7 @@ CHECKS: dict[str, Callable[[_Check, str, Any], None]] = {
     "smoke_train_time_limit": _int_range("smoke_train_time_limit", 1, None, 10),
     "smoke_train_nodes": _int_range("smoke_train_nodes", 0, None, 0),
     "smoke_train_immediate": _int_range("smoke_train_immediate", 1, None, 60),
+    "slurm_upgrade_batch": _upgrade_batch,
 }
 
 

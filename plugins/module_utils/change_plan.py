@@ -19,6 +19,10 @@ the slurm_daemons role carries out in order, deciding nothing itself:
 - ``drain``: ``{NodeName: why}`` - the play's compute nodes the acceptance gate
   drains with ``<prefix> pending`` before their new files or slurmd take effect
   (never one an admin drained); the smoke job resumes those it proves.
+- ``upgrade``: ``{"hosts", "batches", "sizes", "why"}`` - the compute nodes whose
+  slurmd moves to another Slurm release, in the batches playbooks/slurm_upgrade.yml
+  takes one after another (after slurmdbd and slurmctld), as Ansible's ``serial``
+  would cut them for the batch size asked (``N`` or ``N%``).
 
 Pure Python, no Ansible: the filter ``daemon_plan`` (plugins/filter/change_plan.py)
 reads the hosts' variables and calls ``plan``; tests/test_change_plan.py covers it
@@ -85,6 +89,9 @@ class Plan:
     outside: dict = field(default_factory=lambda: {"hosts": [], "why": ""})
     revive: list = field(default_factory=list)
     drain: dict = field(default_factory=dict)
+    upgrade: dict = field(
+        default_factory=lambda: {"hosts": [], "batches": [], "sizes": [], "why": ""}
+    )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -140,6 +147,22 @@ def acceptance_drains(
     return dict(sorted(out.items()))
 
 
+def upgrade_batches(hosts: Iterable[str], batch: object = "25%") -> list[list[str]]:
+    """The hosts in batches of ``batch`` (a count, or a share of them as ``"N%"``), cut
+    as Ansible's ``serial`` cuts a play: a share rounds down, to at least one host."""
+    hosts = list(hosts)
+    text = str(batch).strip()
+    try:
+        size = (int(float(text[:-1]) / 100 * len(hosts)) if text.endswith("%") else int(text)) or 1
+        if float(text.rstrip("%")) <= 0:
+            raise ValueError(text)
+    except ValueError:
+        raise ValueError(
+            f"slurm_upgrade_batch {batch!r}: give a number of nodes (2) or a share of them (25%)"
+        ) from None
+    return [hosts[i : i + size] for i in range(0, len(hosts), size)]
+
+
 def unreachable(sinfo_lines: Iterable[str]) -> list[str]:
     """NodeNames slurmctld could not reach before this run (``sinfo --Node '%N|%t|%E'``):
     not responding (``*`` after the state) or DOWN for "Not responding"."""
@@ -173,6 +196,7 @@ def plan(
     answered: bool = True,
     nodes_changed: Iterable[str] = (),
     acceptance: str | None = None,
+    batch: object = "25%",
 ) -> Plan:
     """The daemons' actions for this run.
 
@@ -180,10 +204,20 @@ def plan(
     daemon active and enabled; sinfo_lines: what slurmctld reported before this
     run (answered: whether it answered); outside: the compute hosts outside this
     play (``--limit``); nodes_changed: NodeNames whose NodeName line changed;
-    acceptance: the gate's reason prefix, None when the gate is off.
+    acceptance: the gate's reason prefix, None when the gate is off; batch: the
+    upgrade's batch size (slurm_upgrade_batch).
     """
     nodes = list(nodes)
     out = Plan(revive=unreachable(sinfo_lines))
+    moving = [node.host for node in nodes if node.release]
+    if moving:
+        batches = upgrade_batches(moving, batch)
+        out.upgrade = {
+            "hosts": moving,
+            "batches": batches,
+            "sizes": [len(b) for b in batches],
+            "why": "its slurmd moves to another Slurm release",
+        }
     if acceptance is not None:
         changed = [*nodes_changed, *noted.gres_changed]
         out.drain = acceptance_drains(nodes, sinfo_lines, changed, acceptance, answered)
