@@ -135,10 +135,13 @@ def test_every_distribution_defines_the_same_variables() -> None:
         assert got == first, f"{key} defines other variables than {DISTROS[0]}"
     assert set(first) >= {
         "__slurm_common_version",
-        "__slurm_common_conf_dir",
         "__slurm_common_client_packages",
         "__slurm_common_nvml_plugin",
     }
+    # Where slurm.conf lives is compiled into every supported distribution's
+    # Slurm alike: the role's vars/main.yml says it once (its probe declaration
+    # reads it before any fact is known); a distribution file may override it.
+    assert {role_vars(key)["__slurm_common_conf_dir"] for key in DISTROS} == {"/etc/slurm"}
 
 
 def _defined_by_tasks() -> set[str]:
@@ -500,6 +503,8 @@ def test_rendered_files_follow_the_distribution(rendered: dict, key: str) -> Non
     conf = dict(pair for line in _lines(files["slurm.conf"]) for pair in line[:1])
     assert conf["StateSaveLocation"] == f"{data['__slurm_common_state_dir']}/slurmctld"
     assert conf["SlurmdLogFile"] == f"{data['__slurm_common_log_dir']}/slurmd.log"
+    # A lab's batch job is scheduled at slurmctld's next pass, not up to 3 s later.
+    assert conf["SchedulerParameters"] == "batch_sched_delay=0"
     # The template's one version gate: CryptoType until 23.11 (CredType's old name after).
     assert ("CryptoType" in conf) is (data["__slurm_common_version"] in ("21.08", "22.05"))
     nodes = [line for line in _lines(files["slurm.conf"]) if line[0][0] == "NodeName"]

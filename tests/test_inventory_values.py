@@ -423,6 +423,12 @@ def test_a_group_value_wrong_on_every_host_is_reported_once() -> None:
         ("monitoring_prometheus_listen_address", "0.0.0.0:70000", "is not host:port"),
         ("monitoring_prometheus_retention", "15 days", "is not a Prometheus duration"),
         ("slurm_upgrade_batch", "half", "is no batch size"),
+        ("slurm_common_batch_sched_delay", -1, "is not a whole number in 0-3600"),
+        (
+            "slurm_common_extra_config",
+            {"SchedulerParameters": "bf_interval=60,batch_sched_delay=5"},
+            "set slurm_common_batch_sched_delay instead",
+        ),
         ("slurm_upgrade_batch", 0, "e.g. slurm_upgrade_batch: 25%"),
     ],
 )
@@ -445,6 +451,8 @@ def test_good_health_settings_pass() -> None:
         "monitoring_prometheus_listen_address": "[::1]:9090",
         "monitoring_prometheus_retention": "30d12h",
         "slurm_upgrade_batch": "50%",
+        "slurm_common_batch_sched_delay": 3,
+        "slurm_common_extra_config": {"SchedulerParameters": "bf_interval=60"},
     }
     hv = {h: dict(good) for h in ("ctl", "node1")}
     assert ic.inventory_problems(hv, {"all": ["ctl", "node1"], "slurm_compute": ["node1"]}) == []

@@ -394,6 +394,14 @@ def _extra_config(c: _Check, host: str, value: Any) -> None:
                 "is written by the role itself",
                 f"set it through the role's variable for {key} (see roles/slurm_common/README.md)",
             )
+        if key == "SchedulerParameters" and "batch_sched_delay" in str(val):
+            c.bad(
+                host,
+                f"{var}.{key}",
+                val,
+                "sets batch_sched_delay, which the role writes",
+                "set slurm_common_batch_sched_delay instead",
+            )
         if isinstance(val, (Mapping, list)) or "\n" in str(val) or str(val).strip() == "":
             c.bad(
                 host,
@@ -862,6 +870,7 @@ CHECKS: dict[str, Callable[[_Check, str, Any], None]] = {
         "slurm_common_realmemory_margin_percent", 0, 50, 5
     ),
     "slurm_common_return_to_service": _int_range("slurm_common_return_to_service", 0, 2, 2),
+    "slurm_common_batch_sched_delay": _int_range("slurm_common_batch_sched_delay", 0, 3600, 0),
     "slurm_compute_node_overrides": _overrides,
     "slurm_compute_ready_timeout": _int_range("slurm_compute_ready_timeout", 1, None, 90),
     "slurm_controller_qos": _qos,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import shutil
 
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.slurm_fields import SLURMD_FIELDS
 
@@ -115,3 +116,18 @@ def read_node(
         for path in glob.glob(pattern)
     )
     return facts
+
+
+def read_installed(run_command) -> tuple[dict | None, str]:
+    """``(facts, "")`` as read_node gives them where slurmd is installed, else
+    ``(None, why)``: the probes' form (modules node_state and cluster_probe), which
+    report a node they cannot read instead of failing."""
+    slurmd = shutil.which("slurmd") or (
+        "/usr/sbin/slurmd" if os.path.exists("/usr/sbin/slurmd") else None
+    )
+    if slurmd is None:
+        return None, "slurmd is not installed"
+    try:
+        return read_node(run_command, slurmd, shutil.which("nvidia-smi")), ""
+    except ValueError as exc:
+        return None, str(exc)

@@ -34,6 +34,15 @@ options:
     description: Whether this node runs slurmd.
     type: bool
     default: false
+  slurm_node:
+    description:
+      - With O(phase=local), also read slurmd -C, the GPUs and the NVML plugin as the
+        module M(gpulab.slurm_cluster.slurm_node_info) does, and set its fact
+        C(slurm_node) (the slurm_common role's rendering then needs no round trip of
+        its own). A node where they cannot be read gets no fact and says why in
+        C(slurm_node_error).
+    type: bool
+    default: false
   munge_key:
     description: Path of the munge key.
     type: path
@@ -149,8 +158,9 @@ probe:
     O(phase=local) - host, time, services, key, files, conf_dir, versions,
     ports, torch, users, shared, ids, self_addrs, credential and
     credential_error; hardware on compute nodes; ping and nodes on the
-    controller. O(phase=cross) - decoded (name to unmunge's status, code,
-    encode_time, decode_time, encode_host) and tokens (name to ok, error).
+    controller; slurm_node_error with O(slurm_node). O(phase=cross) -
+    decoded (name to unmunge's status, code, encode_time, decode_time,
+    encode_host) and tokens (name to ok, error).
     The judging is the doctor_report filter's.
   returned: always
   type: dict
@@ -183,6 +193,7 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_health i
     run,
     units,
 )
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.slurm_node import read_installed
 
 SERVICES = ("munge", "slurmd", "slurmctld", "slurmdbd")
 CONF_FILES = ("slurm.conf", "gres.conf", "cgroup.conf")
@@ -328,8 +339,8 @@ def gres_files(conf_dir: str, node: str) -> list[str]:
 def hardware(conf_dir: str, node: str) -> dict:
     """gres.conf devices that are missing, and slurmd -G when none is.
 
-    slurmd -C, the GPUs and the NVML plugin are read by the slurm_common role's
-    slurm_node_info module (fact slurm_node) in the same doctor run.
+    slurmd -C, the GPUs and the NVML plugin are read with O(slurm_node) (the fact
+    slurm_node, as the slurm_node_info module sets it).
     """
     missing = [f for f in gres_files(conf_dir, node) if not os.path.exists(f)]
     conf = os.path.join(conf_dir, "slurm.conf")
@@ -463,6 +474,10 @@ def local(p: dict) -> dict:
         if p["compute"]:
             jobs["hardware"] = pool.submit(hardware, conf_dir, host)
             jobs["health"] = pool.submit(health, p["health_config"], p["health_state_dir"])
+        if p["slurm_node"]:
+            jobs["slurm_node"] = pool.submit(
+                read_installed, lambda argv: tuple(run(argv, timeout=15).values())
+            )
         if p["controller"]:
             jobs["ping"] = pool.submit(run, ["scontrol", "ping"])
             jobs["nodes"] = pool.submit(run, ["scontrol", "--oneliner", "show", "node"])
@@ -541,6 +556,7 @@ def main() -> None:
             "phase": {"type": "str", "choices": ["local", "cross"], "required": True},
             "controller": {"type": "bool", "default": False},
             "compute": {"type": "bool", "default": False},
+            "slurm_node": {"type": "bool", "default": False},
             "munge_key": {"type": "path", "default": "/etc/munge/munge.key"},
             "conf_dir": {"type": "path", "default": "/etc/slurm"},
             "shared_path": {"type": "str", "default": ""},
@@ -563,7 +579,12 @@ def main() -> None:
     )
     p = module.params
     probe = local(p) if p["phase"] == "local" else cross(p)
-    module.exit_json(changed=False, probe=probe)
+    # As slurm_node_info sets it (cached with the other facts).
+    node = probe.pop("slurm_node", (None, ""))
+    facts = {"slurm_node": node[0]} if node[0] else {}
+    if p["slurm_node"]:
+        probe["slurm_node_error"] = node[1]
+    module.exit_json(changed=False, probe=probe, ansible_facts=facts)
 
 
 if __name__ == "__main__":

@@ -156,7 +156,6 @@ ansible_facts:
 
 import hashlib
 import os
-import shutil
 import socket
 from concurrent.futures import ThreadPoolExecutor
 
@@ -182,7 +181,7 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.safe_fs impor
     open_trusted,
     read_trusted_files,
 )
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.slurm_node import read_node
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.slurm_node import read_installed
 
 TIMEOUT = 30
 
@@ -242,19 +241,8 @@ def command(spec: str | list) -> dict:
 
 
 def slurm_node() -> tuple[dict | None, str]:
-    slurmd = shutil.which("slurmd") or (
-        "/usr/sbin/slurmd" if os.path.exists("/usr/sbin/slurmd") else None
-    )
-    if slurmd is None:
-        return None, "slurmd is not installed"
-    try:
-        # read_node takes a run_command(argv) -> (rc, out, err), as Ansible's.
-        res = read_node(
-            lambda argv: tuple(run(argv, TIMEOUT).values()), slurmd, shutil.which("nvidia-smi")
-        )
-        return res, ""
-    except ValueError as exc:
-        return None, str(exc)
+    # read_installed takes a run_command(argv) -> (rc, out, err), as Ansible's.
+    return read_installed(lambda argv: tuple(run(argv, TIMEOUT).values()))
 
 
 def list_trusted(root: str, path: str) -> list[str]:
