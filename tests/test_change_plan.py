@@ -15,6 +15,7 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.change_plan i
     Node,
     Noted,
     acceptance_drains,
+    key_installs,
     plan,
     unreachable,
 )
@@ -351,3 +352,27 @@ def test_a_bad_batch_size_is_refused_naming_the_variable(batch) -> None:
     nodes = [Node("node1", "node1", release=True)]
     with pytest.raises(ValueError, match=r"slurm_upgrade_batch .*: give a number of nodes"):
         plan(Noted(), nodes, batch=batch)
+
+
+# --- the munge key installs (role munge) ------------------------------------
+
+
+def test_a_node_without_a_key_or_with_another_gets_the_key_hosts() -> None:
+    checksums = {"ctl": "aaa", "node1": "aaa", "node2": "", "node3": "bbb"}
+    assert key_installs(checksums, "aaa", "ctl") == {
+        "node2": "no munge key",
+        "node3": "another munge key than ctl's",
+    }
+
+
+def test_a_rerun_with_one_key_everywhere_installs_nothing() -> None:
+    assert key_installs({"ctl": "aaa", "node1": "aaa"}, "aaa", "ctl") == {}
+
+
+def test_under_limit_the_key_host_outside_the_play_is_still_the_source() -> None:
+    assert key_installs({"node3": ""}, "aaa", "ctl") == {"node3": "no munge key"}
+
+
+def test_no_plan_without_the_key_hosts_key() -> None:
+    with pytest.raises(ValueError, match="the key host ctl has no munge key"):
+        key_installs({"ctl": "", "node1": "aaa"}, "", "ctl")

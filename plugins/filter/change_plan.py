@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.change_plan import (
     daemon_up,
+    key_installs,
     node_of,
     noted_of,
     plan,
@@ -47,6 +48,11 @@ def daemon_plan(
     ).to_dict()
 
 
+def munge_key_plan(checksums: Mapping[str, str], source: str, key_host: str) -> dict:
+    """``{host: why}`` of the play's hosts that get the key host's munge key."""
+    return key_installs(checksums, source, key_host)
+
+
 class FilterModule:
     def filters(self) -> dict:
-        return {"daemon_plan": daemon_plan}
+        return {"daemon_plan": daemon_plan, "munge_key_plan": munge_key_plan}

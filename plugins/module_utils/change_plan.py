@@ -24,9 +24,13 @@ the slurm_daemons role carries out in order, deciding nothing itself:
   takes one after another (after slurmdbd and slurmctld), as Ansible's ``serial``
   would cut them for the batch size asked (``N`` or ``N%``).
 
-Pure Python, no Ansible: the filter ``daemon_plan`` (plugins/filter/change_plan.py)
-reads the hosts' variables and calls ``plan``; tests/test_change_plan.py covers it
-case by case.
+Earlier in the run, before any daemon's plan can be known, the munge role asks
+``key_installs`` (filter ``munge_key_plan``) which nodes get the key host's
+munge key, and why; its answer reaches the daemons' plan as ``munge_key_install``.
+
+Pure Python, no Ansible: the filters ``daemon_plan`` and ``munge_key_plan``
+(plugins/filter/change_plan.py) read the hosts' variables and call ``plan`` and
+``key_installs``; tests/test_change_plan.py covers them case by case.
 """
 
 from __future__ import annotations
@@ -161,6 +165,27 @@ def upgrade_batches(hosts: Iterable[str], batch: object = "25%") -> list[list[st
             f"slurm_upgrade_batch {batch!r}: give a number of nodes (2) or a share of them (25%)"
         ) from None
     return [hosts[i : i + size] for i in range(0, len(hosts), size)]
+
+
+def key_installs(checksums: Mapping[str, str], source: str, key_host: str) -> dict[str, str]:
+    """``{host: why}`` of the hosts that get the key host's munge key.
+
+    checksums: ``{host: SHA-256}`` of each play host's key as this run knows it
+    ('' where it has none); source: the key host's (itself one of them or not,
+    under ``--limit``). A host whose key is the source's gets nothing. Refuses to
+    plan without the source: every node would get a key nobody holds.
+    """
+    if not source:
+        raise ValueError(
+            f"the key host {key_host} has no munge key: it is made there first "
+            "(role munge); run the play with that host in it"
+        )
+    out = {}
+    for host, have in sorted(checksums.items()):
+        if host == key_host or have == source:
+            continue
+        out[host] = "no munge key" if not have else f"another munge key than {key_host}'s"
+    return out
 
 
 def unreachable(sinfo_lines: Iterable[str]) -> list[str]:
