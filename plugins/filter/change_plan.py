@@ -48,11 +48,7 @@ def daemon_plan(
     ).to_dict()
 
 
-def munge_key_plan(checksums: Mapping[str, str], source: str, key_host: str) -> dict:
-    """``{host: why}`` of the play's hosts that get the key host's munge key."""
-    return key_installs(checksums, source, key_host)
-
-
 class FilterModule:
     def filters(self) -> dict:
-        return {"daemon_plan": daemon_plan, "munge_key_plan": munge_key_plan}
+        # munge_key_plan: module_utils/change_plan.py key_installs, as it is.
+        return {"daemon_plan": daemon_plan, "munge_key_plan": key_installs}

@@ -260,15 +260,10 @@ def plan(
                 (not dbd_up, "not running"),
             ]
         )
-        out.slurmdbd = (
-            _act("restart", restart) if restart else _act("start", start) if start else _act("none")
-        )
+        out.slurmdbd = _choose(restart, start)
     restart = _first(
         [
-            (
-                noted.conf == "restart",
-                "a first install or a slurm.conf change only a restart applies",
-            ),
+            (noted.conf == "restart", FIRST_OR_RESTART),
             (noted.conf == "nodes", "nodes were added, removed or redefined"),
             (noted.ctl_key, "a new munge key"),
             (noted.registered, "its cluster is new to accounting (slurmctld registers at start)"),
@@ -276,9 +271,7 @@ def plan(
         ]
     )
     start = _first([(noted.ctl_upgrade, "its release changes"), (not ctl_up, "not running")])
-    out.slurmctld = (
-        _act("restart", restart) if restart else _act("start", start) if start else _act("none")
-    )
+    out.slurmctld = _choose(restart, start)
     if noted.conf != "restart":
         why = _first(
             [
@@ -292,10 +285,7 @@ def plan(
     for node in nodes:
         why = _first(
             [
-                (
-                    noted.conf == "restart",
-                    "a first install or a slurm.conf change only a restart applies",
-                ),
+                (noted.conf == "restart", FIRST_OR_RESTART),
                 (node.key, "a new munge key"),
                 (node.unit, "slurmd now runs configless"),
                 (node.name in noted.gres_changed, "its GPUs changed (gres.conf)"),
@@ -303,10 +293,7 @@ def plan(
                 (node.name in out.revive, "slurmctld cannot reach it (Not responding)"),
             ]
         )
-        if why:
-            out.slurmd[node.host] = _act("restart", why)
-        else:
-            out.slurmd[node.host] = _act("none") if node.up else _act("start", "not running")
+        out.slurmd[node.host] = _choose(why, "" if node.up else "not running")
     why = _first(
         [
             (noted.conf == "restart", "a slurm.conf change only a restart applies"),
