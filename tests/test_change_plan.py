@@ -6,6 +6,7 @@ out (filter daemon_plan, plugins/filter/change_plan.py).
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.change_plan i
     Node,
     Noted,
     acceptance_drains,
+    file_writes,
     key_installs,
     plan,
     unreachable,
@@ -376,3 +378,111 @@ def test_under_limit_the_key_host_outside_the_play_is_still_the_source() -> None
 def test_no_plan_without_the_key_hosts_key() -> None:
     with pytest.raises(ValueError, match="the key host ctl has no munge key"):
         key_installs({"ctl": "", "node1": "aaa"}, "", "ctl")
+
+
+# The files to write per node (file_writes, filter file_plan; the roles write
+# only what it returns, slurm_daemons_plan.files gathers it).
+
+CONF = "/etc/slurm/cgroup.conf"
+DROPIN = "/etc/systemd/system/slurmd.service.d/configless.conf"
+
+
+def found(content: str, owner: str = "root", group: str = "root", mode: str = "0644") -> dict:
+    sha1 = hashlib.sha1(content.encode()).hexdigest()
+    return {"exists": True, "sha1": sha1, "owner": owner, "group": group, "mode": mode}
+
+
+def test_a_first_install_writes_every_file_the_probe_found_absent() -> None:
+    state = {"files": {CONF: {"exists": False}, DROPIN: {"exists": False}}}
+    wanted = [{"path": CONF, "content": "a"}, {"dest": DROPIN, "content": "b"}]
+    assert file_writes(state, wanted) == {CONF: "absent", DROPIN: "absent"}
+
+
+def test_a_rerun_that_changed_nothing_writes_nothing() -> None:
+    state = {"files": {CONF: found("a"), DROPIN: found("b", mode="0600")}}
+    wanted = [{"path": CONF, "content": "a"}, {"dest": DROPIN, "content": "b", "mode": "0600"}]
+    assert file_writes(state, wanted) == {}
+
+
+def test_other_content_owner_or_mode_is_written_again_and_says_what_differs() -> None:
+    state = {"files": {CONF: found("old"), DROPIN: found("b", "slurm", "slurm", "0600")}}
+    wanted = [{"path": CONF, "content": "new"}, {"dest": DROPIN, "content": "b"}]
+    assert file_writes(state, wanted) == {
+        CONF: "its content differs",
+        DROPIN: "slurm:slurm 0600, not root:root 0644",
+    }
+
+
+def test_the_hash_is_the_one_ansible_takes_and_sha1_may_be_given() -> None:
+    from ansible.plugins.filter.core import get_hash
+
+    text = "NodeName=node1 Name=gpu File=/dev/nvidia0 — ü\n"
+    state = {"files": {CONF: {**found(text), "sha1": get_hash(text, "sha1")}}}
+    assert file_writes(state, [{"path": CONF, "content": text}]) == {}
+    assert file_writes(state, [{"path": CONF, "sha1": get_hash(text, "sha1")}]) == {}
+
+
+def test_a_file_made_once_is_written_only_where_absent() -> None:
+    secret = "/var/lib/slurm/dbd.password"
+    present = {"files": {secret: found("whatever", "slurm", "slurm", "0600")}}
+    assert file_writes(present, [{"path": secret}]) == {}
+    assert file_writes({"files": {secret: {"exists": False}}}, [{"path": secret}]) == {
+        secret: "absent"
+    }
+
+
+def test_without_a_probe_or_an_unasked_path_every_file_is_planned() -> None:
+    wanted = [{"path": CONF, "content": "a"}]
+    assert file_writes(None, wanted) == {CONF: "no probe of this host"}
+    assert file_writes({}, wanted) == {CONF: "no probe of this host"}
+    assert file_writes({"files": {}}, wanted) == {CONF: "the probe did not read it"}
+
+
+def test_relative_paths_are_taken_in_the_folder_in_the_wanted_order() -> None:
+    state = {"files": {"/etc/slurm/gres.conf": found("g")}}
+    sha1s = [{"path": n, "sha1": "x"} for n in ("slurm.conf", "gres.conf", "cgroup.conf")]
+    assert list(file_writes(state, sha1s, "/etc/slurm/")) == [
+        "/etc/slurm/slurm.conf",
+        "/etc/slurm/gres.conf",
+        "/etc/slurm/cgroup.conf",
+    ]
+
+
+def test_the_plan_shows_the_files_each_role_wrote_per_host() -> None:
+    ctl = {
+        "inventory_hostname": "ctl",
+        "slurm_common_writes": {},
+        "slurm_common_ctl_writes": {"host": "ctl", "files": {CONF: "its content differs"}},
+        "slurm_dbd_conf": {"changed": True, "dest": "/etc/slurm/slurmdbd.conf"},
+    }
+    node1 = {
+        "inventory_hostname": "node1",
+        "ansible_facts": {"hostname": "node1"},
+        "slurm_common_writes": {DROPIN: "absent"},
+        "munge_key_install": {"changed": True},
+    }
+    node2 = {
+        "inventory_hostname": "node2",
+        "ansible_facts": {"hostname": "node2"},
+        "slurm_common_writes": {},
+        "munge_key_install": {"changed": False},
+    }
+    out = daemon_plan([node1, node2], ctl, ctl, ctl, writers=[ctl, node1, node2])
+    assert out["files"] == {
+        "ctl": {
+            CONF: "its content differs",
+            "/etc/slurm/slurmdbd.conf": "not as this run renders it",
+        },
+        "node1": {
+            DROPIN: "absent",
+            "/etc/munge/munge.key": "another munge key, or none, than the key host's",
+        },
+    }
+    # Under --limit node2 the controller is not in the play; its files are still shown.
+    node2["slurm_common_ctl_writes"] = ctl["slurm_common_ctl_writes"]
+    assert daemon_plan([node2], node2, {}, {}, writers=[node2])["files"] == {
+        "ctl": {CONF: "its content differs"}
+    }
+    # A no-change rerun writes nothing anywhere.
+    quiet = {**node2, "slurm_common_ctl_writes": {"host": "ctl", "files": {}}}
+    assert daemon_plan([quiet], quiet, {}, {}, writers=[quiet])["files"] == {}

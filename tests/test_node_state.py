@@ -9,6 +9,7 @@ from pathlib import Path
 
 import node_state as m
 import pytest
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.change_plan import file_writes
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_health import parse_units
 from probed import FilterModule
 
@@ -54,7 +55,7 @@ def test_unit_up_needs_active_and_enabled_and_a_probe() -> None:
     assert up(disabled, "munge") is False
 
 
-def test_file_info_and_probed_same(tmp_path: Path) -> None:
+def test_file_info_as_the_change_plan_reads_it(tmp_path: Path) -> None:
     path = tmp_path / "slurm.conf"
     path.write_text("ClusterName=lab\n")
     os.chmod(path, 0o640)
@@ -68,15 +69,17 @@ def test_file_info_and_probed_same(tmp_path: Path) -> None:
         "error": "No such file or directory",
     }
 
+    # What the probe reads is what the change plan's file_writes compares.
     state = {"files": {str(path): info, "/absent": {"exists": False}}}
-    same = FILTERS["probed_same"]
     owner, group = info["owner"], info["group"]
-    assert same(state, str(path), sha1, owner, group, "0640") is True
-    assert same(state, str(path), sha1, owner, group, "0644") is False  # mode drift
-    assert same(state, str(path), "0" * 40, owner, group, "0640") is False  # content drift
-    assert same(state, "/absent", sha1) is False
-    assert same(state, "/not/asked", sha1) is False
-    assert same({}, str(path), sha1, owner, group, "0640") is False
+    want = {"path": str(path), "content": "ClusterName=lab\n", "owner": owner, "group": group}
+    assert file_writes(state, [{**want, "mode": "0640"}]) == {}
+    assert file_writes(state, [{**want, "mode": "0644"}]) == {
+        str(path): f"{owner}:{group} 0640, not {owner}:{group} 0644"
+    }
+    assert file_writes(state, [{**want, "mode": "0640", "content": "x"}]) == {
+        str(path): "its content differs"
+    }
     assert FILTERS["probed_file"](state, str(path))["sha1"] == sha1
     assert FILTERS["probed_file"](state, "/absent") == {"exists": False}
     assert FILTERS["probed_file"](state, "/not/asked") == {}

@@ -1,6 +1,7 @@
 """The controller's Slurm files against the probe (plugins/filter/slurm_files.py).
 
-roles/slurm_common/vars asks them: __slurm_common_ctl_same, __slurm_common_node_clean.
+roles/slurm_common/vars asks it: __slurm_common_node_clean (the writes are the
+change plan's file_writes, tests/test_change_plan.py).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins/filter"))
-from slurm_files import FilterModule, probed_same_files, slurm_node_clean
+from slurm_files import FilterModule, slurm_node_clean
 
 SHA1S = {"slurm.conf": "a1", "gres.conf": "b2", "cgroup.conf": "c3"}
 DROPIN = "/etc/systemd/system/slurmd.service.d/configless.conf"
@@ -39,41 +40,7 @@ def node(changes: dict | None = None) -> dict:
 
 
 def test_registered() -> None:
-    assert set(FilterModule().filters()) == {"probed_same_files", "slurm_node_clean"}
-
-
-# probed_same_files: __slurm_common_ctl_same
-
-
-def test_each_file_as_rendered_or_not() -> None:
-    state = {
-        "files": {
-            "/etc/slurm/slurm.conf": ctl_file("a1"),
-            "/etc/slurm/gres.conf": ctl_file("old"),
-            "/etc/slurm/cgroup.conf": ctl_file("c3", mode="0600"),
-        }
-    }
-    assert probed_same_files(state, "/etc/slurm", SHA1S) == {
-        "slurm.conf": True,
-        "gres.conf": False,
-        "cgroup.conf": False,
-    }
-
-
-def test_without_probe_no_file_is_the_same() -> None:
-    want = dict.fromkeys(SHA1S, False)
-    assert probed_same_files({}, "/etc/slurm", SHA1S) == want
-    assert probed_same_files(None, "/etc/slurm", SHA1S) == want
-    assert (
-        probed_same_files(
-            {"files": {"/etc/slurm/slurm.conf": {"exists": False}}}, "/etc/slurm", SHA1S
-        )
-        == want
-    )
-
-
-def test_no_files_rendered_no_answers() -> None:
-    assert probed_same_files({"files": {}}, "/etc/slurm", {}) == {}
+    assert set(FilterModule().filters()) == {"slurm_node_clean"}
 
 
 # slurm_node_clean: __slurm_common_node_clean

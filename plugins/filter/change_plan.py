@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.change_plan import (
     daemon_up,
+    file_writes,
     key_installs,
     node_of,
     noted_of,
@@ -25,12 +26,16 @@ def daemon_plan(
     answered: bool = True,
     acceptance: str | None = None,
     batch: object = "25%",
+    writers: Iterable[Mapping] = (),
+    munge_key: str = "/etc/munge/munge.key",
 ) -> dict:
     """What slurmdbd, slurmctld and each slurmd do in this run, and why; the nodes
     the acceptance gate drains (``acceptance``: its prefix, None when off); the
     slurmd upgrade's batches (``batch``: slurm_upgrade_batch, N or N%).
 
-    here: the variables of the host that asks (slurm_common's notes of the run).
+    here: the variables of the host that asks (slurm_common's notes of the run);
+    writers: the variables of every host of the play, whose files this run
+    writes are gathered as the plan's ``files`` (``written``).
     """
     noted = noted_of(here, ctl, dbd, registered=registered, ctl_upgraded=ctl_upgraded)
     return plan(
@@ -45,10 +50,53 @@ def daemon_plan(
         nodes_changed=here.get("slurm_common_nodes_changed") or (),
         acceptance=acceptance,
         batch=batch,
+        files=written(writers, here, dbd, munge_key),
     ).to_dict()
+
+
+def written(
+    writers: Iterable[Mapping],
+    here: Mapping,
+    dbd: Mapping | None = None,
+    munge_key: str = "/etc/munge/munge.key",
+) -> dict:
+    """``{host: {path: why}}``: the files the roles before slurm_daemons planned.
+
+    From each host's public outputs: slurm_common_writes (its own files) and,
+    set alike on every host, slurm_common_ctl_writes (the controller's, which
+    ``here`` holds also under a --limit that leaves the controller out); the
+    munge key where munge_key_install changed; slurmdbd.conf where
+    slurm_dbd_conf changed.
+    """
+    out: dict[str, dict] = {}
+
+    def add(host: str, paths: Mapping) -> None:
+        out.setdefault(host, {}).update(paths)
+
+    ctl = here.get("slurm_common_ctl_writes") or {}
+    if ctl.get("host"):
+        add(str(ctl["host"]), ctl.get("files") or {})
+    for host in writers:
+        name = str(host["inventory_hostname"])
+        add(name, host.get("slurm_common_writes") or {})
+        if isinstance(host.get("munge_key_install"), Mapping) and host["munge_key_install"].get(
+            "changed"
+        ):
+            add(name, {munge_key: "another munge key, or none, than the key host's"})
+    conf = (dbd or {}).get("slurm_dbd_conf")
+    if isinstance(conf, Mapping) and conf.get("changed"):
+        add(
+            str(dbd["inventory_hostname"]),
+            {conf.get("dest", "slurmdbd.conf"): "not as this run renders it"},
+        )
+    return {host: paths for host, paths in out.items() if paths}
 
 
 class FilterModule:
     def filters(self) -> dict:
         # munge_key_plan: module_utils/change_plan.py key_installs, as it is.
-        return {"daemon_plan": daemon_plan, "munge_key_plan": key_installs}
+        return {
+            "daemon_plan": daemon_plan,
+            "file_plan": file_writes,
+            "munge_key_plan": key_installs,
+        }

@@ -18,28 +18,9 @@ def probed_file(state: Mapping | None, path: str) -> dict:
     return dict(((state or {}).get("files") or {}).get(path) or {})
 
 
-def probed_same(
-    state: Mapping | None,
-    path: str,
-    sha1: str,
-    owner: str = "root",
-    group: str = "root",
-    mode: str = "0644",
-) -> bool:
-    """True when the probe found the file with this SHA-1, owner, group and mode."""
-    info = probed_file(state, path)
-    return bool(info.get("exists")) and (
-        info.get("sha1"),
-        info.get("owner"),
-        info.get("group"),
-        info.get("mode"),
-    ) == (sha1, owner, group, mode)
-
-
 class FilterModule:
     def filters(self) -> dict:
         return {
             "unit_up": unit_up,
             "probed_file": probed_file,
-            "probed_same": probed_same,
         }

@@ -1,10 +1,9 @@
 """The controller's Slurm files against what playbooks/packages.yml's probe found.
 
-Pure functions (tests/test_slurm_files.py), called from roles/slurm_common/vars:
-whether a file this run renders is already in place on the controller, and
+A pure function (tests/test_slurm_files.py), called from roles/slurm_common/vars:
 whether a node other than the controller has nothing for the compare task to
-do. Without a probe (cluster_node_state undefined: {}) nothing is proven and
-the tasks run.
+do (which files a run writes is the change plan's file_writes). Without a
+probe (cluster_node_state undefined: {}) nothing is proven and the task runs.
 """
 
 from __future__ import annotations
@@ -12,21 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 try:
-    from ansible_collections.gpulab.slurm_cluster.plugins.filter.probed import (
-        probed_file,
-        probed_same,
-    )
+    from ansible_collections.gpulab.slurm_cluster.plugins.filter.probed import probed_file
 except ImportError:  # pragma: no cover - loaded by path beside probed.py
-    from probed import probed_file, probed_same  # type: ignore[no-redef]
+    from probed import probed_file  # type: ignore[no-redef]
 
 # Where slurmd keeps the files it fetched from slurmctld (configless).
 FETCHED_DIR = "/run/slurm/conf"
 _MISSING = object()
-
-
-def probed_same_files(state: Mapping | None, folder: str, sha1s: Mapping) -> dict:
-    """{name: bool} for each {name: SHA-1}: the probe found folder/name with it, root:root 0644."""
-    return {name: probed_same(state, f"{folder}/{name}", sha1) for name, sha1 in sha1s.items()}
 
 
 def slurm_node_clean(
@@ -58,6 +49,5 @@ def slurm_node_clean(
 class FilterModule:
     def filters(self) -> dict:
         return {
-            "probed_same_files": probed_same_files,
             "slurm_node_clean": slurm_node_clean,
         }

@@ -24,17 +24,27 @@ the slurm_daemons role carries out in order, deciding nothing itself:
   takes one after another (after slurmdbd and slurmctld), as Ansible's ``serial``
   would cut them for the batch size asked (``N`` or ``N%``).
 
-Earlier in the run, before any daemon's plan can be known, the munge role asks
-``key_installs`` (filter ``munge_key_plan``) which nodes get the key host's
-munge key, and why; its answer reaches the daemons' plan as ``munge_key_install``.
+- ``files``: ``{inventory host: {path: why}}`` - the files this run writes on
+  each host of the play (slurm_common's controller files, configless drop-in
+  and health program; the munge key installs; slurmdbd.conf), as the roles
+  before slurm_daemons planned them with ``file_writes``.
 
-Pure Python, no Ansible: the filters ``daemon_plan`` and ``munge_key_plan``
-(plugins/filter/change_plan.py) read the hosts' variables and call ``plan`` and
-``key_installs``; tests/test_change_plan.py covers them case by case.
+Earlier in the run, before any daemon's plan can be known, each role asks
+``file_writes`` (filter ``file_plan``) which of its files the probe did not find
+as this run renders them, and why, and writes only those; the munge role asks
+``key_installs`` (filter ``munge_key_plan``) which nodes get the key host's
+munge key, and why; those answers reach the daemons' plan as ``files`` and
+``munge_key_install``.
+
+Pure Python, no Ansible: the filters ``daemon_plan``, ``file_plan`` and
+``munge_key_plan`` (plugins/filter/change_plan.py) read the hosts' variables and
+call ``plan``, ``file_writes`` and ``key_installs``; tests/test_change_plan.py
+covers them case by case.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -96,6 +106,7 @@ class Plan:
     upgrade: dict = field(
         default_factory=lambda: {"hosts": [], "batches": [], "sizes": [], "why": ""}
     )
+    files: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -188,6 +199,56 @@ def key_installs(checksums: Mapping[str, str], source: str, key_host: str) -> di
     return out
 
 
+def file_writes(
+    state: Mapping | None, wanted: Iterable[Mapping], folder: str = ""
+) -> dict[str, str]:
+    """``{path: why}`` of the wanted files a host needs written.
+
+    state: the host's probe (module node_state, fact ``cluster_node_state``);
+    wanted: per file as this run renders it, ``path`` (or ``dest``, as a copy
+    task's loop item has it; relative ones are taken in ``folder``), ``sha1``
+    or ``content`` (hashed here as Ansible's ``hash('sha1')`` does), ``owner``
+    and ``group`` (root) and ``mode`` (0644). Neither sha1 nor content wants the
+    file to exist, whatever it holds (a key or a password made once, never
+    replaced). A file is not written where the probe found it as wanted.
+    Without a probe (a role used on its own) or for a path the probe was not
+    asked about, nothing is proven and the file is planned, so its write task
+    runs and decides for itself. The order is the wanted order.
+    """
+    files = state.get("files") if isinstance(state, Mapping) else None
+    out: dict[str, str] = {}
+    for want in wanted or ():
+        path = str(want.get("path") or want["dest"])
+        if folder and not path.startswith("/"):
+            path = f"{folder.rstrip('/')}/{path}"
+        sha1 = want.get("sha1") or (
+            hashlib.sha1(str(want["content"]).encode()).hexdigest() if "content" in want else ""
+        )
+        found = files.get(path) if isinstance(files, Mapping) else None
+        wants = tuple(
+            str(want.get(k, d)) for k, d in (("owner", "root"), ("group", "root"), ("mode", "0644"))
+        )
+        have = tuple(str((found or {}).get(k)) for k in ("owner", "group", "mode"))
+        why = _first(
+            [
+                (not isinstance(files, Mapping), "no probe of this host"),
+                (
+                    not isinstance(found, Mapping) or "exists" not in found,
+                    "the probe did not read it",
+                ),
+                (not (found or {}).get("exists"), "absent"),
+                (bool(sha1) and (found or {}).get("sha1") != sha1, "its content differs"),
+                (
+                    bool(sha1) and have != wants,
+                    f"{have[0]}:{have[1]} {have[2]}, not {wants[0]}:{wants[1]} {wants[2]}",
+                ),
+            ]
+        )
+        if why:
+            out[path] = why
+    return out
+
+
 def unreachable(sinfo_lines: Iterable[str]) -> list[str]:
     """NodeNames slurmctld could not reach before this run (``sinfo --Node '%N|%t|%E'``):
     not responding (``*`` after the state) or DOWN for "Not responding"."""
@@ -213,6 +274,7 @@ def plan(
     noted: Noted,
     nodes: Iterable[Node],
     *,
+    files: Mapping[str, Mapping[str, str]] | None = None,
     dbd: bool = True,
     dbd_up: bool = True,
     ctl_up: bool = True,
@@ -230,10 +292,12 @@ def plan(
     run (answered: whether it answered); outside: the compute hosts outside this
     play (``--limit``); nodes_changed: NodeNames whose NodeName line changed;
     acceptance: the gate's reason prefix, None when the gate is off; batch: the
-    upgrade's batch size (slurm_upgrade_batch).
+    upgrade's batch size (slurm_upgrade_batch); files: ``{host: {path: why}}``
+    the roles planned to write (``file_writes``), hosts without any left out.
     """
     nodes = list(nodes)
     out = Plan(revive=unreachable(sinfo_lines))
+    out.files = {host: dict(paths) for host, paths in sorted((files or {}).items()) if paths}
     moving = [node.host for node in nodes if node.release]
     if moving:
         batches = upgrade_batches(moving, batch)
