@@ -475,7 +475,7 @@ def test_the_plan_shows_the_files_each_role_wrote_per_host() -> None:
         },
         "node1": {
             DROPIN: "absent",
-            "/etc/munge/munge.key": "another munge key, or none, than the key host's",
+            "/etc/munge/munge.key": "the key host's munge key (it had none, or another)",
         },
     }
     # Under --limit node2 the controller is not in the play; its files are still shown.

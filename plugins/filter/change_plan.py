@@ -82,7 +82,7 @@ def written(
         if isinstance(host.get("munge_key_install"), Mapping) and host["munge_key_install"].get(
             "changed"
         ):
-            add(name, {munge_key: "another munge key, or none, than the key host's"})
+            add(name, {munge_key: "the key host's munge key (it had none, or another)"})
     conf = (dbd or {}).get("slurm_dbd_conf")
     if isinstance(conf, Mapping) and conf.get("changed"):
         add(
