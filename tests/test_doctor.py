@@ -528,3 +528,36 @@ def test_a_shared_fs_the_doctor_sees_too_is_its_cause_not_the_programs(probes: d
     rep = report(probes)
     assert ("node2", "shared.fs") in causes(rep)
     assert result(rep, "node2", "health")["caused_by"] == "node2 shared.fs"
+
+
+def test_a_node_just_resumed_is_read_again_until_it_answers() -> None:
+    # slurmctld marks a resumed node NOT_RESPONDING until its next ping (~0.5 s).
+    answers = iter(
+        [
+            "NodeName=node1 State=IDLE\nNodeName=node2 State=IDLE+NOT_RESPONDING\n",
+            "NodeName=node1 State=IDLE\nNodeName=node2 State=IDLE+NOT_RESPONDING\n",
+            "NodeName=node1 State=IDLE\nNodeName=node2 State=IDLE\n",
+        ]
+    )
+    slept = []
+    res = probe.settled_nodes(
+        lambda argv: {"rc": 0, "out": next(answers), "err": ""}, sleep=slept.append
+    )
+    assert "NOT_RESPONDING" not in res["out"]
+    assert slept == [probe.SETTLE_POLL_S, probe.SETTLE_POLL_S]
+
+
+def test_a_node_that_stays_silent_or_is_down_is_judged_as_read() -> None:
+    reads = []
+
+    def read(argv: list) -> dict:
+        reads.append(argv)
+        return {"rc": 0, "out": "NodeName=node2 State=IDLE+NOT_RESPONDING\n", "err": ""}
+
+    res = probe.settled_nodes(read, limit_s=1.0, sleep=lambda s: None)
+    assert "NOT_RESPONDING" in res["out"]
+    assert len(reads) == 5  # the first read, then one every 0.25 s for 1 s
+    reads.clear()
+    down = {"rc": 0, "out": "NodeName=node2 State=DOWN+NOT_RESPONDING Reason=x\n", "err": ""}
+    assert probe.settled_nodes(lambda a: reads.append(a) or down, sleep=lambda s: None) == down
+    assert len(reads) == 1  # DOWN is not a resume under way: no wait

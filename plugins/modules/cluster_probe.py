@@ -14,7 +14,9 @@ description:
     resolution, TCP ports, the shared filesystem (writes one token file, as
     O(job_user), in O(token_dir)), the lab's users (uid and gid, and a file
     written in each one's folder as that user) and torch in the venv. On the
-    controller it also asks C(scontrol ping) and C(scontrol show node).
+    controller it also asks C(scontrol ping) and C(scontrol show node), reading the
+    nodes again for at most 3 s while one that is not DOWN is NOT_RESPONDING (a node
+    just resumed, until slurmctld's next ping, about 0.5 s).
   - O(phase=cross) decodes credentials made on other nodes and reads their token files.
   - >-
     Changes nothing but the token file in O(token_dir), written by O(job_user),
@@ -480,7 +482,7 @@ def local(p: dict) -> dict:
             )
         if p["controller"]:
             jobs["ping"] = pool.submit(run, ["scontrol", "ping"])
-            jobs["nodes"] = pool.submit(run, ["scontrol", "--oneliner", "show", "node"])
+            jobs["nodes"] = pool.submit(settled_nodes, run)
         result = {name: job.result() for name, job in jobs.items()}
     cred = result.pop("credential")
     result.update(
@@ -495,6 +497,29 @@ def local(p: dict) -> dict:
         credential_error=cred["err"].strip() if cred["rc"] != 0 else "",
     )
     return result
+
+
+# A node slurmctld has just resumed (an admin, site.yml, the health program)
+# is NOT_RESPONDING until it answers slurmctld's next ping, about 0.5 s here:
+# a node's State is read again a few times before the doctor judges it.
+NOT_RESPONDING = re.compile(r"(?:^|\s)State=(?!\S*DOWN)\S*NOT_RESPONDING")
+SETTLE_S = 3.0
+SETTLE_POLL_S = 0.25
+
+
+def settled_nodes(read=None, limit_s: float = SETTLE_S, sleep=time.sleep) -> dict:
+    """``scontrol --oneliner show node``, read again every 0.25 s, at most ``limit_s``,
+    while a node that is not DOWN is NOT_RESPONDING (resumed, not pinged yet). A node
+    still not responding then is what the doctor judges."""
+    read = read or run
+    argv = ["scontrol", "--oneliner", "show", "node"]
+    res = read(argv)
+    waited = 0.0
+    while res.get("rc") == 0 and NOT_RESPONDING.search(res.get("out", "")) and waited < limit_s:
+        sleep(SETTLE_POLL_S)
+        waited += SETTLE_POLL_S
+        res = read(argv)
+    return res
 
 
 def parse_unmunge(text: str) -> dict:
