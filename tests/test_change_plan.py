@@ -436,6 +436,8 @@ def test_without_a_probe_or_an_unasked_path_every_file_is_planned() -> None:
     assert file_writes(None, wanted) == {CONF: "no probe of this host"}
     assert file_writes({}, wanted) == {CONF: "no probe of this host"}
     assert file_writes({"files": {}}, wanted) == {CONF: "the probe did not read it"}
+    # An entry the probe left without its mapping proves nothing either.
+    assert file_writes({"files": {CONF: "?"}}, wanted) == {CONF: "the probe did not read it"}
 
 
 def test_relative_paths_are_taken_in_the_folder_in_the_wanted_order() -> None:

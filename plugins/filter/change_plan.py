@@ -60,7 +60,8 @@ def written(
     dbd: Mapping | None = None,
     munge_key: str = "/etc/munge/munge.key",
 ) -> dict:
-    """``{host: {path: why}}``: the files the roles before slurm_daemons planned.
+    """``{host: {path: why}}``: the files the roles before slurm_daemons planned
+    (a host without any may map to {}: ``plan`` leaves it out).
 
     From each host's public outputs: slurm_common_writes (its own files) and,
     set alike on every host, slurm_common_ctl_writes (the controller's, which
@@ -89,7 +90,7 @@ def written(
             str(dbd["inventory_hostname"]),
             {conf.get("dest", "slurmdbd.conf"): "not as this run renders it"},
         )
-    return {host: paths for host, paths in out.items() if paths}
+    return out
 
 
 class FilterModule:

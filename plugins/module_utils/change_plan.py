@@ -225,19 +225,17 @@ def file_writes(
             hashlib.sha1(str(want["content"]).encode()).hexdigest() if "content" in want else ""
         )
         found = files.get(path) if isinstance(files, Mapping) else None
+        info = found if isinstance(found, Mapping) else {}
         wants = tuple(
             str(want.get(k, d)) for k, d in (("owner", "root"), ("group", "root"), ("mode", "0644"))
         )
-        have = tuple(str((found or {}).get(k)) for k in ("owner", "group", "mode"))
+        have = tuple(str(info.get(k)) for k in ("owner", "group", "mode"))
         why = _first(
             [
                 (not isinstance(files, Mapping), "no probe of this host"),
-                (
-                    not isinstance(found, Mapping) or "exists" not in found,
-                    "the probe did not read it",
-                ),
-                (not (found or {}).get("exists"), "absent"),
-                (bool(sha1) and (found or {}).get("sha1") != sha1, "its content differs"),
+                ("exists" not in info, "the probe did not read it"),
+                (not info.get("exists"), "absent"),
+                (bool(sha1) and info.get("sha1") != sha1, "its content differs"),
                 (
                     bool(sha1) and have != wants,
                     f"{have[0]}:{have[1]} {have[2]}, not {wants[0]}:{wants[1]} {wants[2]}",

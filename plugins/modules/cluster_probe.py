@@ -482,7 +482,7 @@ def local(p: dict) -> dict:
             )
         if p["controller"]:
             jobs["ping"] = pool.submit(run, ["scontrol", "ping"])
-            jobs["nodes"] = pool.submit(settled_nodes, run)
+            jobs["nodes"] = pool.submit(settled_nodes)
         result = {name: job.result() for name, job in jobs.items()}
     cred = result.pop("credential")
     result.update(
@@ -507,11 +507,10 @@ SETTLE_S = 3.0
 SETTLE_POLL_S = 0.25
 
 
-def settled_nodes(read=None, limit_s: float = SETTLE_S, sleep=time.sleep) -> dict:
+def settled_nodes(read=run, limit_s: float = SETTLE_S, sleep=time.sleep) -> dict:
     """``scontrol --oneliner show node``, read again every 0.25 s, at most ``limit_s``,
     while a node that is not DOWN is NOT_RESPONDING (resumed, not pinged yet). A node
     still not responding then is what the doctor judges."""
-    read = read or run
     argv = ["scontrol", "--oneliner", "show", "node"]
     res = read(argv)
     waited = 0.0
