@@ -347,7 +347,7 @@ def run_node(plan: SpawnPlan, options: RunOptions, env: Mapping[str, str]) -> in
     options.result_dir.mkdir(parents=True, exist_ok=True)
     (options.rdzv_dir or options.result_dir).mkdir(parents=True, exist_ok=True)
     try:
-        plan = share_worker_counts(plan, options.timeout)
+        plan, nodes_store = share_worker_counts(plan, options.timeout)
     except (RuntimeError, ValueError) as exc:
         print(f"ddp_smoke: FAIL node {plan.node_rank} on {plan.host}: {exc}", file=sys.stderr)
         return 1
@@ -366,14 +366,30 @@ def run_node(plan: SpawnPlan, options: RunOptions, env: Mapping[str, str]) -> in
             f"(rank {plan.context(local).rank}) exited with status {code}",
             file=sys.stderr,
         )
+    remove_rendezvous_when_last(nodes_store, plan)
     return 1 if failed else 0
 
 
-def share_worker_counts(plan: SpawnPlan, timeout: timedelta) -> SpawnPlan:
-    """``plan`` with every node's worker count, exchanged within ``timeout``.
+def remove_rendezvous_when_last(nodes_store: dist.Store, plan: SpawnPlan) -> bool:
+    """Delete the rendezvous file once every node's workers are gone; True if this did.
+
+    torch's ``FileStore`` deletes its file when the last instance is destroyed, but a
+    worker that exits with one still alive (a clone held by a background thread) leaves
+    it on the shared folder. Each node process counts itself done after its workers
+    have exited; the last one deletes the file, as no rank can open it any more.
+    """
+    if int(nodes_store.add("nodes-done", 1)) < plan.nodes:
+        return False
+    plan.rdzv_file.unlink(missing_ok=True)
+    return True
+
+
+def share_worker_counts(plan: SpawnPlan, timeout: timedelta) -> tuple[SpawnPlan, dist.Store]:
+    """``plan`` with every node's worker count, exchanged within ``timeout``, and the store.
 
     Each node process writes its count to a ``FileStore`` beside the rendezvous file
-    and waits for the others'; the last one to leave deletes the file.
+    and waits for the others'; the store stays open for ``remove_rendezvous_when_last``,
+    and the last node process to drop it deletes its file.
     """
     store = dist.FileStore(str(plan.counts_file), plan.nodes)
     store.set_timeout(timeout)
@@ -387,7 +403,7 @@ def share_worker_counts(plan: SpawnPlan, timeout: timedelta) -> SpawnPlan:
             f"node(s) {listing(missing, ', ')} did not report their worker count within "
             f"{timeout} in {plan.counts_file}: is every node of the step running ddp_smoke?"
         ) from exc
-    return plan.placed(tuple(int(store.get(key)) for key in keys))
+    return plan.placed(tuple(int(store.get(key)) for key in keys)), store
 
 
 def _worker(local_rank: int, plan: SpawnPlan, options: RunOptions, env: dict[str, str]) -> None:

@@ -1,4 +1,4 @@
-"""Stuck-rank diagnosis, the raw TCP transfer, and the spawn parent's wait (no torch ranks)."""
+"""Stuck-rank diagnosis, the raw TCP transfer, the spawn parent's wait and cleanup."""
 
 from __future__ import annotations
 
@@ -7,13 +7,15 @@ import socket
 import threading
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
+import torch.distributed as dist
 
 from ddp_smoke import launch
 from ddp_smoke.faults import Progress, describe_laggards
 from ddp_smoke.network import candidate_addresses, connect_any, listen, serve
-from ddp_smoke.rank import _wait_workers
+from ddp_smoke.rank import _wait_workers, remove_rendezvous_when_last
 
 
 class FakeStore:
@@ -163,3 +165,17 @@ def test_spawn_wait_kills_a_worker_that_outlives_the_grace() -> None:
     started = time.monotonic()
     assert _wait_workers(procs, grace_s=0.5) == [1, -9]
     assert time.monotonic() - started < 20
+
+
+def test_last_node_to_finish_removes_the_rendezvous_file(tmp_path: Path) -> None:
+    """Two node processes: the first to finish leaves the file, the second deletes it."""
+    env = {"SLURM_JOB_ID": "77", "SLURM_PROCID": "0", "SLURM_NNODES": "2", "SLURM_NTASKS": "2"}
+    plan = launch.spawn_plan(env, 1, tmp_path)
+    plan.rdzv_file.write_text("left by a worker whose store was never destroyed")
+    stores = [dist.FileStore(str(plan.counts_file), plan.nodes) for _ in range(plan.nodes)]
+    assert remove_rendezvous_when_last(stores[0], plan) is False
+    assert plan.rdzv_file.exists()
+    assert remove_rendezvous_when_last(stores[1], plan) is True
+    assert not plan.rdzv_file.exists()
+    del stores
+    assert sorted(tmp_path.iterdir()) == []
