@@ -141,6 +141,9 @@ class RunResult:
     errors: list[str] = field(default_factory=list)
     # smoke runs: where the time went (smoke_breakdown), from the run's results file.
     detail: dict[str, Any] = field(default_factory=dict)
+    # CPU seconds this machine spent while the run lasted, every process
+    # (containers, Slurm jobs, Ansible); None where /proc/stat was unreadable.
+    cpu_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -166,6 +169,7 @@ class RunResult:
             tasks=[TaskTiming(**t) for t in data["tasks"]],
             errors=list(data["errors"]),
             detail=dict(data.get("detail") or {}),
+            cpu_s=data.get("cpu_s"),
         )
 
 
@@ -434,6 +438,7 @@ def summarise(runs: list[RunResult]) -> dict[str, Any]:
             "facts": floor_task_s(median_run(runs_of(good, "floor_facts"))),
         },
         "x_floor": x_floor,
+        "cpu": cpu_figures(good),
         "targets": target_verdicts(figures),
         "smoke_breakdown": (median_smoke.detail if median_smoke else {}),
         "smoke_run": median_smoke.name if median_smoke else None,
@@ -443,6 +448,37 @@ def summarise(runs: list[RunResult]) -> dict[str, Any]:
             "rerun_run": rerun_median.name if rerun_median else None,
         },
     }
+
+
+def cpu_figures(good: list[RunResult]) -> dict[str, dict[str, float]]:
+    """Per kind, the median run's CPU seconds and its wall time (runs that measured CPU).
+
+    CPU seconds over the CPU count is the shortest the run could take on this
+    machine if every CPU were busy all along; over the wall time, how many CPUs
+    it kept busy on average.
+    """
+    found = {}
+    for _, kind in FIGURES:
+        run = median_run([r for r in runs_of(good, kind) if r.cpu_s is not None])
+        if run is not None and run.cpu_s is not None:
+            found[kind] = {"cpu_s": run.cpu_s, "wall_s": run.wall_s, "run": run.name}
+    return found
+
+
+def cpu_rows(cpu: Mapping[str, Mapping[str, Any]], nproc: int | None) -> list[str]:
+    """One line per kind: CPU seconds, CPUs kept busy, the wall time with all of them busy."""
+    if not cpu or not nproc:
+        return []
+    rows = [f"CPU used by every process on this machine (median run; {nproc} CPUs):"]
+    labels = dict((kind, label) for label, kind in FIGURES)
+    for kind, row in cpu.items():
+        cpu_s, wall_s = row["cpu_s"], row["wall_s"]
+        busy = cpu_s / wall_s if wall_s else 0.0
+        rows.append(
+            f"  {labels.get(kind, kind):<22} {cpu_s:>7.1f} CPU-s in {format_s(wall_s)}: "
+            f"{busy:.2f} CPUs busy on average; {format_s(cpu_s / nproc)} with all busy"
+        )
+    return rows
 
 
 def problems(runs: Iterable[RunResult]) -> list[str]:
@@ -610,6 +646,7 @@ def render_table(doc: Mapping[str, Any]) -> str:
             f"(target <= {RERUN_X_FLOOR_FACTS_TARGET}x "
             f"{verdict_word(ratio <= RERUN_X_FLOOR_FACTS_TARGET)})"
         )
+    lines += cpu_rows(summary.get("cpu") or {}, machine.get("nproc"))
     lines += breakdown_rows(summary.get("smoke_breakdown") or {}, summary.get("smoke_run"))
     lines += task_rows("cold site.yml", summary["slowest"]["cold"])
     rerun = summary["slowest"]["rerun_run"]
@@ -684,6 +721,33 @@ class RunnerOutput:
     rc: int
     wall_s: float
     events: list[dict[str, Any]]
+    cpu_s: float | None = None
+
+
+# /proc/stat's "cpu" line: user nice system idle iowait irq softirq steal
+# guest guest_nice; guest time is already in user, idle and iowait are not busy.
+BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
+
+
+def busy_s(stat_text: str, ticks_per_s: int) -> float:
+    """Seconds of CPU every CPU together spent busy since boot, from /proc/stat."""
+    for line in stat_text.splitlines():
+        fields = line.split()
+        if fields and fields[0] == "cpu":
+            values = [int(v) for v in fields[1:]]
+            return sum(values[i] for i in BUSY_FIELDS if i < len(values)) / ticks_per_s
+    raise ValueError("no 'cpu' line in /proc/stat")
+
+
+def read_busy_s(path: Path = Path("/proc/stat")) -> float | None:
+    try:
+        return busy_s(path.read_text(), os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError):
+        return None
+
+
+def cpu_between(before: float | None, after: float | None) -> float | None:
+    return round(after - before, 2) if before is not None and after is not None else None
 
 
 def tool_env() -> dict[str, str]:
@@ -714,6 +778,7 @@ def invoke_runner(
     import ansible_runner
 
     with tempfile.TemporaryDirectory(prefix="bench-runner-") as private:
+        busy = read_busy_s()
         start = time.perf_counter()
         runner = ansible_runner.run(
             private_data_dir=private,
@@ -730,9 +795,10 @@ def invoke_runner(
             quiet=True,
         )
         wall = time.perf_counter() - start
+        cpu = cpu_between(busy, read_busy_s())
         events = list(runner.events)
     rc = runner.rc if runner.rc is not None else -1
-    return RunnerOutput(status=runner.status, rc=rc, wall_s=wall, events=events)
+    return RunnerOutput(status=runner.status, rc=rc, wall_s=wall, events=events, cpu_s=cpu)
 
 
 def run_playbook(name: str, kind: str, playbook: str, **kwargs: Any) -> RunResult:
@@ -747,6 +813,7 @@ def run_playbook(name: str, kind: str, playbook: str, **kwargs: Any) -> RunResul
         rc=out.rc,
         wall_s=out.wall_s,
     )
+    result.cpu_s = out.cpu_s
     if kind == "smoke":
         found = newest_smoke_results(started)
         result.detail = smoke_breakdown(result.tasks, found, result.wall_s) if found else {}
@@ -755,6 +822,7 @@ def run_playbook(name: str, kind: str, playbook: str, **kwargs: Any) -> RunResul
 
 def run_command(name: str, kind: str, argv: list[str]) -> RunResult:
     """A timed subprocess in the repository root (molecule); its output is shown on failure."""
+    busy = read_busy_s()
     start = time.perf_counter()
     try:
         proc = subprocess.run(
@@ -771,6 +839,7 @@ def run_command(name: str, kind: str, argv: list[str]) -> RunResult:
     except subprocess.TimeoutExpired:
         rc, status, output = 124, "timeout", [f"no answer in {MOLECULE_TIMEOUT_S} s"]
     wall = round(time.perf_counter() - start, 3)
+    cpu = cpu_between(busy, read_busy_s())
     errors = [] if rc == 0 else output[-10:]
     return RunResult(
         name=name,
@@ -780,6 +849,7 @@ def run_command(name: str, kind: str, argv: list[str]) -> RunResult:
         rc=rc,
         wall_s=wall,
         errors=errors,
+        cpu_s=cpu,
     )
 
 

@@ -339,6 +339,39 @@ def test_table() -> None:
     assert lines[first_task].split() == ["4.8", "s", "Loop", "over", "two", "items"]
 
 
+def test_busy_seconds_from_proc_stat() -> None:
+    """user nice system irq softirq steal count; idle and iowait do not; per-CPU lines ignored."""
+    stat = (
+        "cpu  1000 50 300 9000 200 10 20 5 40 0\ncpu0 500 25 150 4500 100 5 10 2 20 0\nintr 12345\n"
+    )
+    assert bench.busy_s(stat, 100) == pytest.approx((1000 + 50 + 300 + 10 + 20 + 5) / 100)
+    assert bench.busy_s("cpu  100 0 100 5000\n", 100) == 2.0  # an old kernel: four fields
+    with pytest.raises(ValueError, match="no 'cpu' line"):
+        bench.busy_s("intr 1\n", 100)
+    assert bench.read_busy_s(Path("/nonexistent/stat")) is None
+    assert bench.cpu_between(10.0, 45.257) == 35.26
+    assert bench.cpu_between(None, 45.0) is None
+
+
+def test_cpu_of_the_median_run_and_the_shortest_wall_it_allows() -> None:
+    runs = full_set()
+    cpu = {"smoke-1": 40.0, "smoke-2": 50.0, "rerun-1": 12.0, "rerun-2": 11.0}
+    runs = [replace(r, cpu_s=cpu.get(r.name)) for r in runs]
+    summary = bench.summarise(runs)
+    # the median run of an even count is the lower middle: smoke-1 (31 s)
+    assert summary["cpu"]["smoke"] == {"cpu_s": 40.0, "wall_s": 31.0, "run": "smoke-1"}
+    # only the reruns that measured CPU: rerun-2 (12 s) and rerun-1 (15 s)
+    assert summary["cpu"]["rerun"] == {"cpu_s": 11.0, "wall_s": 12.0, "run": "rerun-2"}
+    assert "cold" not in summary["cpu"]
+    table = bench.render_table(doc_of(runs))
+    assert "CPU used by every process on this machine (median run; 2 CPUs):" in table.splitlines()
+    assert has_row(
+        table,
+        "smoke_train.yml 40.0 CPU-s in 31.0 s: 1.29 CPUs busy on average; 20.0 s with all busy",
+    )
+    assert "CPU used" not in bench.render_table(doc_of(full_set()))
+
+
 def test_rerun_with_changes_is_named_and_left_out_of_the_figures() -> None:
     runs = [*full_set(), recorded("cold", "rerun", "rerun-4", wall_s=1.0)]
     doc = doc_of(runs)
