@@ -373,10 +373,11 @@ def run_node(plan: SpawnPlan, options: RunOptions, env: Mapping[str, str]) -> in
 def remove_rendezvous_when_last(nodes_store: dist.Store, plan: SpawnPlan) -> bool:
     """Delete the rendezvous file once every node's workers are gone; True if this did.
 
-    torch's ``FileStore`` deletes its file when the last instance is destroyed, but a
-    worker that exits with one still alive (a clone held by a background thread) leaves
-    it on the shared folder. Each node process counts itself done after its workers
-    have exited; the last one deletes the file, as no rank can open it any more.
+    torch's ``FileStore`` deletes its file only when the last Python reference to it
+    is gone in every worker; the process group, the DDP module and its hooks hold it
+    in reference cycles that a worker may exit without collecting, and the file stays
+    on the shared folder. Each node process counts itself done after its workers have
+    exited; the last one deletes the file, as no rank can open it any more.
     """
     if int(nodes_store.add("nodes-done", 1)) < plan.nodes:
         return False
