@@ -373,11 +373,12 @@ def run_node(plan: SpawnPlan, options: RunOptions, env: Mapping[str, str]) -> in
 def remove_rendezvous_when_last(nodes_store: dist.Store, plan: SpawnPlan) -> bool:
     """Delete the rendezvous file once every node's workers are gone; True if this did.
 
-    torch's ``FileStore`` deletes its file only when the last Python reference to it
-    is gone in every worker; the process group, the DDP module and its hooks hold it
-    in reference cycles that a worker may exit without collecting, and the file stays
-    on the shared folder. Each node process counts itself done after its workers have
-    exited; the last one deletes the file, as no rank can open it any more.
+    torch's ``FileStore`` deletes its file only when its last instance is destroyed
+    in every worker. Once a DDP module has run, the process group and its store outlive
+    ``destroy_process_group()``, the module and ``gc.collect()`` (tried, torch 2.13 with
+    gloo): the file goes, if at all, as the worker's process tears down, and now and
+    then it stays on the shared folder. Each node process counts itself done after its
+    workers have exited; the last one deletes the file, as no rank can open it any more.
     """
     if int(nodes_store.add("nodes-done", 1)) < plan.nodes:
         return False
