@@ -76,6 +76,17 @@ def set_node(probes: dict, name: str, field: str, value: str) -> None:
     nodes["out"] = "\n".join(lines)
 
 
+def set_check(probes: dict, host: str, check: str, status: str, message: str, **more) -> None:
+    """A node check's result as the probe's reader returned it on `host`."""
+    checks = probes[host]["local"]["checks"]
+    entry = {"id": check, "status": status, "message": message, "fix": "the fix", **more}
+    for i, r in enumerate(checks):
+        if r["id"] == check:
+            checks[i] = entry
+            return
+    raise AssertionError(f"{check} does not apply on {host} in the fixture")
+
+
 def test_healthy_cluster_passes_every_check_on_every_node(probes: dict) -> None:
     rep = report(probes)
     assert rep["verdict"] == "PASS"
@@ -123,14 +134,14 @@ def test_controller_key_that_differs_from_all_nodes_is_the_controllers_fault(
 
 
 def test_munged_stopped_on_the_controller_explains_every_nodes_failures(probes: dict) -> None:
-    probes["ctl"]["local"]["services"]["munge"] = "inactive/dead"
+    set_check(probes, "ctl", "munge.local", "FAIL", "munged is inactive: munge -n: socket")
     for node in ("node1", "node2"):
         probes["ctl"]["cross"]["decoded"][node] = {"status": "Failed to access socket"}
         probes[node]["cross"]["decoded"]["ctl"] = {"status": "no credential", "code": -1}
     rep = report(probes)
-    assert causes(rep) == [("ctl", "munge.service")]
+    assert causes(rep) == [("ctl", "munge.local")]
     for node in ("node1", "node2"):
-        assert result(rep, node, "munge.cross")["caused_by"] == "ctl munge.service"
+        assert result(rep, node, "munge.cross")["caused_by"] == "ctl munge.local"
 
 
 def test_key_mode_and_owner(probes: dict) -> None:
@@ -299,14 +310,19 @@ def test_shared_path_that_is_a_local_folder_on_one_node(probes: dict) -> None:
     probes["ctl"]["cross"]["tokens"]["node2"] = {"ok": False, "error": "No such file or directory"}
     probes["node2"]["cross"]["tokens"]["ctl"] = {"ok": False, "error": "No such file or directory"}
     rep = report(probes)
-    assert causes(rep) == [("node2", "shared.fs")]
+    assert causes(rep) == [("node2", "shared.cross")]
     assert "/shared on node2 is 'tmpfs tmpfs'" in rep["causes"][0]["evidence"]
+    # The node's own reader saw it too: its verdict is the cause, the cross check follows.
+    set_check(probes, "node2", "shared.fs", "FAIL", "/shared is a local folder (tmpfs of tmpfs)")
+    rep = report(probes)
+    assert causes(rep) == [("node2", "shared.fs")]
+    assert result(rep, "node2", "shared.cross")["caused_by"] == "node2 shared.fs"
 
 
 def test_shared_path_not_writable_by_the_job_user(probes: dict) -> None:
     probes["node1"]["local"]["shared"]["write"].update(ok=False, error="Permission denied")
     rep = report(probes, job_user="alice")
-    assert causes(rep) == [("node1", "shared.fs")]
+    assert causes(rep) == [("node1", "shared.cross")]
     assert rep["causes"][0]["evidence"].startswith("/shared not writable by alice: Permission")
 
 
@@ -340,26 +356,31 @@ def test_an_unreachable_node_is_named_and_others_are_judged(probes: dict) -> Non
 def test_a_loop_of_consequences_still_names_a_cause(probes: dict) -> None:
     rep = report(probes)
     a, b = result(rep, "node1", "clock"), result(rep, "node1", "munge.cross")
-    rep2 = d._Doctor(probes, ctx())
+    rep2 = d.Doctor(probes, ctx())
     rep2.results = [dict(a, status="FAIL"), dict(b, status="FAIL")]
     rep2.results[0]["caused_by"] = "node1 munge.cross"
     rep2.results[1]["caused_by"] = "node1 clock"
-    rep2._break_cycles()
+    d._break_cycles(rep2)
     assert sum("caused_by" not in r for r in rep2.results) == 1
 
 
 def test_table_has_one_row_per_node_and_marks_consequences(probes: dict) -> None:
     probes["node2"]["local"]["services"]["slurmd"] = "inactive/dead"
     probes["ctl"]["local"]["ports"]["slurmd@node2"].update(ok=False, error="Connection refused")
+    set_check(probes, "node2", "services", "FAIL", "slurmd.service is inactive/dead (enabled)",
+              fix="systemctl start slurmd on node2 (journalctl -u slurmd)",
+              data={"down": ["slurmd"]})  # fmt: skip
     lines = d.doctor_table(report(probes))
-    assert lines[0].split()[:4] == ["node", "hostname", "service", "key"]
+    assert lines[0].split()[:4] == ["node", "hostname", "services", "local"]
     assert [ln.split()[0] for ln in lines[1:]] == HOSTS
     row = lines[3].split()
-    assert row[d.CHECKS.index("slurm.daemon") + 1] == "FAIL"
+    assert row[d.CHECKS.index("services") + 1] == "FAIL"
+    assert row[d.CHECKS.index("slurm.daemon") + 1] == "(fail)"
     assert row[d.CHECKS.index("net.ports") + 1] == "(fail)"
-    assert d.doctor_causes(report(probes))[0].startswith(
-        "node2 slurm.daemon: slurmd.service is inactive/dead. Fix: systemctl start slurmd on node2"
-    )
+    assert d.doctor_causes(report(probes)) == [
+        "node2 services: slurmd.service is inactive/dead (enabled). "
+        "Fix: systemctl start slurmd on node2 (journalctl -u slurmd)"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -458,7 +479,7 @@ def test_controller_name_on_loopback_is_its_own_cause_not_a_firewall(probes: dic
 
 
 def test_munged_stopped_on_the_controller_is_one_cause_with_the_right_daemon(probes: dict) -> None:
-    probes["ctl"]["local"]["services"]["munge"] = "inactive/dead"
+    set_check(probes, "ctl", "munge.local", "FAIL", "munged is inactive: munge -n: socket")
     probes["ctl"]["local"]["ping"] = {
         "rc": 1,
         "out": "Slurmctld(primary) at ctl is DOWN",
@@ -468,9 +489,9 @@ def test_munged_stopped_on_the_controller_is_one_cause_with_the_right_daemon(pro
         probes["ctl"]["cross"]["decoded"][node] = {"status": "Failed to access socket"}
         probes[node]["cross"]["decoded"]["ctl"] = {"status": "no credential", "code": -1}
     rep = report(probes)
-    assert causes(rep) == [("ctl", "munge.service")]
+    assert causes(rep) == [("ctl", "munge.local")]
     daemon = result(rep, "ctl", "slurm.daemon")
-    assert daemon["caused_by"] == "ctl munge.service"
+    assert daemon["caused_by"] == "ctl munge.local"
     assert daemon["fix"].startswith("systemctl start slurmctld on ctl")
 
 
@@ -487,47 +508,66 @@ def test_a_file_removed_on_the_controller_explains_the_nodes_stale_copies(probes
     assert ("node2", "config.files") in causes(report(probes))
 
 
-def test_the_health_program_names_a_node_local_fault(probes: dict) -> None:
-    live = probes["node2"]["local"]["health"]["live"]
-    live[3] = {
-        "id": "disk.free",
-        "status": "FAIL",
-        "message": "/var/lib/slurm/slurmd has 2 MiB free (threshold 256 MiB)",
-        "fix": "free space there",
-    }
+def test_a_node_check_failing_is_the_cause_of_its_health_drain(probes: dict) -> None:
+    set_check(probes, "node2", "disk.free", "FAIL",
+              "/var/lib/slurm/slurmd has 2 MiB free (threshold 256 MiB)")  # fmt: skip
     reason = "health: disk.free: /var/lib/slurm/slurmd has 2 MiB free (threshold 256 MiB)"
     set_node(probes, "node2", "State", "IDLE+DRAIN")
     probes["ctl"]["local"]["nodes"]["out"] = probes["ctl"]["local"]["nodes"]["out"].replace(
         "NodeName=node2 ", f"NodeName=node2 Reason={reason} [root@2026-12-02T06:00:00] ", 1
     )
     rep = report(probes)
-    assert causes(rep) == [("node2", "health")]
-    assert rep["causes"][0]["evidence"].startswith(
-        "disk.free: /var/lib/slurm/slurmd has 2 MiB free (threshold 256 MiB) "
-        "(slurmd's last run 4 s ago"
+    assert causes(rep) == [("node2", "disk.free")]
+    assert (
+        rep["causes"][0]["evidence"] == "/var/lib/slurm/slurmd has 2 MiB free (threshold 256 MiB)"
     )
-    assert result(rep, "node2", "slurm.node")["caused_by"] == "node2 health"
+    assert result(rep, "node2", "slurm.node")["caused_by"] == "node2 disk.free"
     # Healed, still drained until the program's next run: a warning, no cause.
-    live[3] = {"id": "disk.free", "status": "PASS", "message": "ok", "fix": ""}
+    set_check(probes, "node2", "disk.free", "PASS", "free: / 9.0 GiB")
     rep = report(probes)
     assert causes(rep) == []
-    assert result(rep, "node2", "health")["status"] == "WARN"
-    assert "still drained as 'health: disk.free:" in result(rep, "node2", "health")["evidence"]
+    assert result(rep, "node2", "slurm.node")["status"] == "WARN"
 
 
-def test_a_shared_fs_the_doctor_sees_too_is_its_cause_not_the_programs(probes: dict) -> None:
-    probes["node2"]["local"]["health"]["live"][2] = {
-        "id": "shared.fs",
-        "status": "FAIL",
-        "message": "/shared is tmpfs (tmpfs), not the cluster's shared filesystem",
-        "fix": "mount it",
-    }
-    probes["node2"]["local"]["shared"]["mount"] = "tmpfs tmpfs"
-    probes["node2"]["local"]["shared"]["write"]["ok"] = False
-    probes["node2"]["local"]["shared"]["write"]["error"] = "No such file or directory"
+def test_the_accounting_daemon_stopped_is_named_on_its_host_with_the_fix(probes: dict) -> None:
+    set_check(probes, "ctl", "services", "FAIL", "slurmdbd.service is inactive/dead (enabled)",
+              fix="systemctl start slurmdbd on ctl (journalctl -u slurmdbd); site.yml starts "
+              "every unit the cluster runs", data={"down": ["slurmdbd"]})  # fmt: skip
     rep = report(probes)
-    assert ("node2", "shared.fs") in causes(rep)
-    assert result(rep, "node2", "health")["caused_by"] == "node2 shared.fs"
+    assert causes(rep) == [("ctl", "services")]
+    assert rep["verdict"] == "FAIL"
+    assert d.doctor_causes(rep)[0].startswith(
+        "ctl services: slurmdbd.service is inactive/dead (enabled). "
+        "Fix: systemctl start slurmdbd on ctl"
+    )
+    # A stopped exporter explains no Slurm fault: slurmctld down stays its own cause.
+    set_check(probes, "ctl", "services", "FAIL", "prometheus-node-exporter.service is failed",
+              data={"down": ["prometheus-node-exporter"]})  # fmt: skip
+    probes["ctl"]["local"]["ping"] = {"rc": 1, "out": "Slurmctld(primary) at ctl is DOWN"}
+    assert ("ctl", "slurm.daemon") in causes(report(probes))
+
+
+def test_node_checks_missing_settings_are_named(probes: dict) -> None:
+    del probes["node1"]["local"]["checks"]
+    probes["node1"]["local"]["checks_error"] = "no check settings (/etc/slurm-cluster/health.json)"
+    rep = report(probes)
+    assert causes(rep) == [("node1", "services")]
+    assert "no check settings" in rep["causes"][0]["evidence"]
+    assert rep["causes"][0]["fix"] == "run site.yml: it writes the node's check settings"
+
+
+def test_torch_missing_is_found_without_importing_it(probes: dict) -> None:
+    probes["node2"]["local"]["torch"] = {
+        "ok": False,
+        "quick": True,
+        "python": "/opt/venv/bin/python",
+        "error": "ModuleNotFoundError: No module named 'torch'",
+    }
+    rep = report(probes)
+    assert causes(rep) == [("node2", "torch.venv")]
+    assert rep["causes"][0]["evidence"] == (
+        "torch not found in /opt/venv/bin/python: ModuleNotFoundError: No module named 'torch'"
+    )
 
 
 def test_a_node_just_resumed_is_read_again_until_it_answers() -> None:

@@ -222,7 +222,7 @@ def test_doctor_names_the_user_the_node_and_both_uids() -> None:
     for h in probes:
         probes[h]["local"]["users"]["alice"] = {"ids": [2001, 2000], "write": {"ok": True}}
     probes["node2"]["local"]["users"]["alice"] = {"ids": [2102, 2000], "write": {"ok": False}}
-    d_ = d._Doctor(
+    d_ = d.Doctor(
         probes,
         {
             "controller": "ctl",

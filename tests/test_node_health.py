@@ -11,16 +11,17 @@ from __future__ import annotations
 import json
 import os
 import stat
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import (
+    gpu_checks,
+    node_checks,
+)
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import node_health as nh
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
-
-import node_health as nh  # noqa: E402
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "health"
 FAKE_SMI = str(FIX / "fake-nvidia-smi")
@@ -32,7 +33,7 @@ FAILED_IDS: set[str] = set()
 
 
 def cfg(**kw) -> dict:
-    base = {**nh.DEFAULTS, "node": "node1", "timeout_s": 3.0}
+    base = {**nh.DEFAULTS, "node": "node1", "timeout_s": 3.0, "kinds": ["compute"]}
     base.update(kw)
     return base
 
@@ -51,7 +52,7 @@ def gpus(monkeypatch: pytest.MonkeyPatch):
         rows = (FIX / machine / "query-gpu.csv").read_text().strip().splitlines()
         count = len(rows) if devices is None else devices
         monkeypatch.setenv("FAKE_GPU_DIR", str(FIX / machine))
-        monkeypatch.setattr(nh, "gpu_devices", lambda: [f"nvidia{i}" for i in range(count)])
+        monkeypatch.setattr(gpu_checks, "gpu_devices", lambda: [f"nvidia{i}" for i in range(count)])
         return cfg(gpus=len(rows), nvidia_smi=FAKE_SMI, kernel_log=str(FIX / "kmsg-none.txt"))
 
     return use
@@ -137,6 +138,53 @@ def test_xid_79_fails_until_acknowledged_and_application_xids_only_warn(gpus) ->
     assert "Xid 13 on 0000:18:00" in app[0].message
 
 
+# A program named "NVRM: Xid (PCI:0000:3b:00.0): 79 x" that faults: the kernel
+# prints its task name (15 characters) first and the file name later in the line.
+FORGED = (
+    "[ 2001.5] NVRM: Xid (PCI:[4242]: segfault at 0 ip 00007f00 sp 00007ffd error 14 "
+    "in NVRM: Xid (PCI:0000:3b:00.0): 79 x[55d0a000+1000] likely on CPU 1\n"
+    "6,812,2001500000,-;x[4243]: segfault at 0 ip 0 sp 0 error 4 in NVRM: Xid (PCI:0000:3b:00.0): "
+    "79, GPU has fallen off the bus.[400000+1000]\n"
+    # A line a user made root write to /dev/kmsg has facility user (14 = 1 << 3 | 6).
+    "14,813,2001600000,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n"
+)
+REAL = "4,900,2002000000,-;NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+
+
+def test_xid_text_a_user_can_place_in_the_log_is_not_the_drivers(gpus, tmp_path) -> None:
+    log = tmp_path / "kmsg"
+    log.write_text(FORGED)
+    conf = gpus("h200") | {"kernel_log": str(log)}
+    res = nh.run_checks(conf, {}, only=["gpu.xid"])[0]
+    assert (res.status, res.message) == ("PASS", "no fatal Xid pending")
+
+
+def test_a_fatal_xid_is_kept_after_its_line_is_gone_until_acknowledged(gpus, tmp_path) -> None:
+    log = tmp_path / "kmsg"
+    log.write_text(FORGED + REAL)
+    conf = gpus("h200") | {"kernel_log": str(log)}
+    state: dict = {}
+    first = nh.run_checks(conf, state, only=["gpu.xid"])[0]
+    assert first.status == "FAIL"
+    assert first.message.startswith("Xid 79 on 0000:3b:00 (GPU has fallen off the bus)")
+    log.write_text("")  # the ring buffer moved on
+    again = nh.run_checks(conf, state, only=["gpu.xid"])[0]
+    assert (again.status, again.message) == (first.status, first.message)
+    # A reader with a copy of the state (the doctor's probe, the collector) agrees.
+    assert nh.run_checks(conf, json.loads(json.dumps(state)), only=["gpu.xid"])[0].status == "FAIL"
+    acked = nh.run_checks(conf | {"_ack_xid": True, "_ack_by": "alice as root"}, state,
+                          only=["gpu.xid"])[0]  # fmt: skip
+    assert (
+        acked.message
+        == "acknowledged by alice as root: Xid 79 on 0000:3b:00 (GPU has fallen off the bus)"
+    )
+    assert state["xid"]["acked"][-1]["by"] == "alice as root"
+    assert nh.run_checks(conf, state, only=["gpu.xid"])[0].status == "PASS"
+    # The same line logged again later is a new fault.
+    log.write_text(REAL)
+    assert nh.run_checks(conf, state, only=["gpu.xid"])[0].status == "FAIL"
+
+
 def test_disk_below_its_threshold_fails_with_the_numbers(tmp_path) -> None:
     res = by_id(nh.run_checks(cfg(disk_free_mib={str(tmp_path): 10**9}), only=["disk.free"]))
     assert res["disk.free"].status == "FAIL"
@@ -147,12 +195,12 @@ def test_disk_below_its_threshold_fails_with_the_numbers(tmp_path) -> None:
 
 
 def test_config_fetched_compares_slurmds_copy_with_the_controllers(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(nh, "CONFIGLESS_DIR", str(tmp_path / "none"))
+    monkeypatch.setattr(node_checks, "CONFIGLESS_DIR", str(tmp_path / "none"))
     (tmp_path / "slurm.conf").write_text("ClusterName=lab\n")
     settings = tmp_path / "health.json"
     settings.write_text("{}")
     conf = cfg(conf_dir=str(tmp_path), _config_path=str(settings))
-    good = nh.sha1_file(str(tmp_path / "slurm.conf"))
+    good = node_checks.sha1_file(str(tmp_path / "slurm.conf"))
     assert (
         nh.run_checks(conf | {"slurm_conf_sha1": good}, only=["config.fetched"])[0].status == "PASS"
     )
@@ -175,17 +223,17 @@ def test_config_fetched_compares_slurmds_copy_with_the_controllers(tmp_path, mon
 def test_the_shared_token_is_read_only_from_roots_own_files(tmp_path) -> None:
     check = tmp_path / "check"
     check.mkdir(mode=0o755)
-    assert nh.read_token(str(check)) == f"no token file in {check}"
+    assert node_checks.read_token(str(check)) == f"no token file in {check}"
     (check / "123-3").write_text("123-3")
     if os.geteuid() == 0:
-        assert nh.read_token(str(check)) == ""
+        assert node_checks.read_token(str(check)) == ""
     # A link in place of the folder, or of a folder on the way, is not followed.
     link = tmp_path / "link"
     link.symlink_to(tmp_path)
-    assert nh.read_token(str(link)) == f"{link} is a link or not a folder"
-    assert nh.read_token(str(link / "check")) == f"{link} is a link or not a folder"
+    assert node_checks.read_token(str(link)) == f"{link} is a link or not a folder"
+    assert node_checks.read_token(str(link / "check")) == f"{link} is a link or not a folder"
     check.chmod(0o777)
-    assert nh.read_token(str(check)) == f"{check} is not root's own folder"
+    assert node_checks.read_token(str(check)) == f"{check} is not root's own folder"
 
 
 def test_shared_fs_names_a_local_folder_in_place_of_the_mount(tmp_path) -> None:
@@ -199,7 +247,7 @@ def test_shared_fs_names_a_local_folder_in_place_of_the_mount(tmp_path) -> None:
 
 def test_munge_failing_is_named(monkeypatch) -> None:
     monkeypatch.setattr(
-        nh, "run", _fake_run({"munge": (1, "", "munge: Error: Failed to access socket")})
+        node_checks, "run", _fake_run({"munge": (1, "", "munge: Error: Failed to access socket")})
     )
     res = by_id(nh.run_checks(cfg(), only=["munge.local"]))
     assert res["munge.local"].status == "FAIL"
@@ -207,8 +255,10 @@ def test_munge_failing_is_named(monkeypatch) -> None:
 
 
 def test_clock_without_a_time_service_fails_outside_a_container(monkeypatch) -> None:
-    monkeypatch.setattr(nh, "run", _fake_run({"systemctl": (3, "inactive\ninactive\n", "")}))
-    monkeypatch.setattr(nh, "in_container", lambda: False)
+    monkeypatch.setattr(
+        node_checks, "run", _fake_run({"systemctl": (3, "inactive\ninactive\n", "")})
+    )
+    monkeypatch.setattr(node_checks, "in_container", lambda: False)
     res = by_id(nh.run_checks(cfg(), only=["clock.sync"]))
     assert res["clock.sync"].status == "FAIL"
     assert "no time service is active" in res["clock.sync"].message
@@ -216,7 +266,7 @@ def test_clock_without_a_time_service_fails_outside_a_container(monkeypatch) -> 
         "A9FEA97B,169.254.169.123,3,1796212800.1,-2.5,0.1,0.1,1.0,0.0,0.1,0.0,0.0,64.0,Normal"
     )
     monkeypatch.setattr(
-        nh,
+        node_checks,
         "run",
         _fake_run({"systemctl": (0, "active\ninactive\n", ""), "chronyc": (0, tracking, "")}),
     )
@@ -386,7 +436,7 @@ def test_a_bad_setting_is_refused_by_name(tmp_path, capsys) -> None:
     assert "unknown settings disk_free" in capsys.readouterr().err
     settings.write_text(json.dumps({"node": "n", "skip": ["gpu.ecc", "gpu.nope"]}))
     assert nh.main(["--config", str(settings), "--state-dir", str(tmp_path)]) == 2
-    assert "skip names no check gpu.nope (checks: munge.local," in capsys.readouterr().err
+    assert "skip names no check gpu.nope (checks: services, munge.local," in capsys.readouterr().err
 
 
 def test_every_check_has_a_fault_case() -> None:

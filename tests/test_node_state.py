@@ -10,7 +10,7 @@ from pathlib import Path
 import node_state as m
 import pytest
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.change_plan import file_writes
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_health import parse_units
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_base import parse_units
 from probed import FilterModule
 
 ROOT = Path(__file__).resolve().parents[1]

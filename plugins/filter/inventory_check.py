@@ -14,7 +14,10 @@ from typing import Any
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.change_plan import (
     upgrade_batches,
 )
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_health import CHECK_IDS
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.cluster_checks import ids
+
+# What cluster_health_skip may name: the node checks (cluster-health --list).
+CHECK_IDS = ids(scope="node")
 
 try:
     from ansible_collections.gpulab.slurm_cluster.plugins.filter.nfs_exports import (

@@ -109,12 +109,20 @@ options:
     type: list
     elements: str
     default: []
-  health_config:
+  checks_config:
     description: >-
-      O(phase=local) on compute nodes - the node health program's settings; its
-      checks (module_utils/node_health.py) run here without draining. Empty for none.
+      O(phase=local) - the node's check settings (the slurm_common role writes
+      them on every node); the registry's node checks with use doctor
+      (module_utils/cluster_checks.py) run here by their readers, without
+      draining. Empty for none.
     type: str
     default: ""
+  torch_quick:
+    description: >-
+      With O(venv_python), find torch and its version without importing it (a
+      smoke job's doctor: the job imports it).
+    type: bool
+    default: false
   health_state_dir:
     description: Where the node health program keeps its last verdict (last.json).
     type: str
@@ -159,7 +167,8 @@ probe:
   description: >-
     O(phase=local) - host, time, services, key, files, conf_dir, versions,
     ports, torch, users, shared, ids, self_addrs, credential and
-    credential_error; hardware on compute nodes; ping and nodes on the
+    credential_error; checks (the node checks' results) and kinds, or
+    checks_error; hardware on compute nodes; ping and nodes on the
     controller; slurm_node_error with O(slurm_node). O(phase=cross) -
     decoded (name to unmunge's status, code, encode_time, decode_time,
     encode_host) and tokens (name to ok, error).
@@ -188,8 +197,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import node_health
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_health import (
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import (
+    node_checks as nodechecks,
+)
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_base import (
     as_user,
     file_info,
     run,
@@ -203,6 +214,15 @@ CONFIGLESS_DIR = "/run/slurm/conf"
 TORCH_SNIPPET = (
     "import json, torch; print(json.dumps({'version': torch.__version__, "
     "'cuda': torch.version.cuda, 'device_count': torch.cuda.device_count()}))"
+)
+
+
+# torch found and its version read, not imported: the error line names what is missing.
+TORCH_FIND = (
+    "import importlib.util, importlib.metadata, json\n"
+    "if importlib.util.find_spec('torch') is None:\n"
+    "    raise SystemExit(\"ModuleNotFoundError: No module named 'torch'\")\n"
+    "print(json.dumps({'version': importlib.metadata.version('torch')}))"
 )
 
 
@@ -224,25 +244,24 @@ def key_info(path: str) -> dict:
     }
 
 
-def health(config: str, state_dir: str) -> dict:
-    """The node health program's checks, run here now without draining, and slurmd's last run.
+def node_checks(config: str, state_dir: str) -> dict:
+    """The registry's node checks (use doctor) run here now by their readers, without draining.
 
-    The same registry (module_utils/node_health.py) that slurmd runs as the
-    node's HealthCheckProgram, with that program's settings on this node.
+    The same readers (module_utils/node_checks.py) that the node health
+    program and the metrics collector run, with this node's settings; the
+    health program's kept state (fatal Xids not yet acknowledged) is read, not
+    written.
     """
     if not config or not os.path.exists(config):
-        return {"installed": False, "error": f"no {config or 'health settings'} here"}
+        return {"checks_error": f"no check settings ({config or 'none given'}) on this node"}
     try:
-        cfg = node_health.load_config(config)
+        cfg = nodechecks.load_config(config)
     except (OSError, ValueError) as exc:
-        return {"installed": False, "error": str(exc)}
-    state = node_health.load_json(os.path.join(state_dir, "state.json"), {})
-    results = node_health.run_checks(cfg, dict(state) if isinstance(state, dict) else {})
-    return {
-        "installed": True,
-        "live": [r.as_dict() for r in results],
-        "last": node_health.load_json(os.path.join(state_dir, "last.json"), None),
-    }
+        return {"checks_error": str(exc)}
+    state = nodechecks.load_json(os.path.join(state_dir, "state.json"), {})
+    state = json.loads(json.dumps(state)) if isinstance(state, dict) else {}
+    results = nodechecks.run_checks(cfg, state, use="doctor")
+    return {"checks": [r.as_dict() for r in results], "kinds": cfg["kinds"]}
 
 
 def file_hashes(conf_dir: str) -> dict:
@@ -423,18 +442,24 @@ def lab_users(users: list[dict]) -> dict:
     return {str(u["name"]): r for u, r in zip(users, results, strict=True)}
 
 
-def torch_info(python: str) -> dict | None:
+def torch_info(python: str, quick: bool = False) -> dict | None:
+    """torch in the venv: imported (version, CUDA devices), or with `quick` only found.
+
+    The quick look (a few hundredths of a second, before a smoke job) finds
+    the package and its version without importing it: a venv that lost torch
+    is named before any rank starts.
+    """
     if not python:
         return None
+    base = {"python": python, "quick": quick}
     if not os.path.exists(python):
-        return {"ok": False, "error": f"{python} does not exist"}
-    res = run([python, "-c", TORCH_SNIPPET], timeout=60)
+        return {**base, "ok": False, "error": f"{python} does not exist"}
+    res = run([python, "-I", "-c", TORCH_FIND if quick else TORCH_SNIPPET], timeout=60)
     if res["rc"] != 0:
         lines = (res["err"] or res["out"]).strip().splitlines()
-        return {"ok": False, "error": lines[-1] if lines else f"exit {res['rc']}"}
+        return {**base, "ok": False, "error": lines[-1] if lines else f"exit {res['rc']}"}
     info = json.loads(res["out"].strip().splitlines()[-1])
-    info["ok"] = True
-    return info
+    return {**base, **info, "ok": True}
 
 
 def local(p: dict) -> dict:
@@ -459,7 +484,7 @@ def local(p: dict) -> dict:
                     for name, target in p["ports"].items()
                 }
             ),
-            "torch": pool.submit(torch_info, p["venv_python"]),
+            "torch": pool.submit(torch_info, p["venv_python"], p["torch_quick"]),
             "resolved": pool.submit(lambda: {n: resolve(n) for n in p["resolve"]}),
             "users": pool.submit(lab_users, p["users"]),
             "shared": pool.submit(
@@ -473,9 +498,9 @@ def local(p: dict) -> dict:
                 p["controller"],
             ),
         }
+        jobs["node_checks"] = pool.submit(node_checks, p["checks_config"], p["health_state_dir"])
         if p["compute"]:
             jobs["hardware"] = pool.submit(hardware, conf_dir, host)
-            jobs["health"] = pool.submit(health, p["health_config"], p["health_state_dir"])
         if p["slurm_node"]:
             jobs["slurm_node"] = pool.submit(
                 read_installed, lambda argv: tuple(run(argv, timeout=15).values())
@@ -485,6 +510,7 @@ def local(p: dict) -> dict:
             jobs["nodes"] = pool.submit(settled_nodes)
         result = {name: job.result() for name, job in jobs.items()}
     cred = result.pop("credential")
+    result.update(result.pop("node_checks"))
     result.update(
         host=host,
         time=now,
@@ -596,7 +622,8 @@ def main() -> None:
             "ports": {"type": "dict", "default": {}},
             "connect_timeout": {"type": "float", "default": 2.0},
             "resolve": {"type": "list", "elements": "str", "default": []},
-            "health_config": {"type": "str", "default": ""},
+            "checks_config": {"type": "str", "default": ""},
+            "torch_quick": {"type": "bool", "default": False},
             "health_state_dir": {"type": "str", "default": "/var/lib/slurm-cluster/health"},
         },
         supports_check_mode=True,

@@ -165,7 +165,7 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.identities im
     read_identities,
     refusals,
 )
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_health import (
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_base import (
     file_info,
     run,
     units,
