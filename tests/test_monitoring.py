@@ -19,6 +19,10 @@ from pathlib import Path
 import jinja2
 import pytest
 import yaml
+from ansible_collections.gpulab.slurm_cluster.plugins.filter.check_registry import (
+    check_alert_rules,
+)
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.cluster_checks import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
 ROLE = ROOT / "roles" / "monitoring"
@@ -116,14 +120,36 @@ def test_reason_with_spaces_is_kept_whole() -> None:
 # --------------------------------------------------------------------------- node, health
 
 
-def test_health_verdict_per_check() -> None:
+def test_health_program_last_run() -> None:
     m = C.Metrics()
     C.health_metrics(m, json.loads((MON / "health-last-fail.json").read_text()))
     got = parse(m.render())
     assert sample(got, "cluster_health_verdict_ok") == 0
-    assert sample(got, "cluster_health_check_status", check="shared.fs", status="FAIL") == 1
-    assert sample(got, "cluster_health_check_status", check="munge.local", status="PASS") == 1
     assert sample(got, "cluster_health_last_run_timestamp_seconds") == 1796188200.5
+
+
+def settings(tmp_path: Path, **over: object) -> Path:
+    """A node's check settings as the slurm_common role writes them (a compute node)."""
+    cfg = {"node": "node1", "kinds": ["compute"], "units": [], "shared_path": "",
+           "gpus": 0, "timeout_s": 3, "disk_free_mib": {"/": 1}, **over}  # fmt: skip
+    path = tmp_path / "health.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def test_a_fresh_health_run_is_the_verdict_of_the_checks_it_runs(tmp_path: Path) -> None:
+    last = json.loads((MON / "health-last-fail.json").read_text())
+    cfg = C.checks_lib().node.load_config(str(settings(tmp_path)))
+    now = last["time"] + 30
+    got = C.check_verdicts(cfg, {}, last, 180, now)
+    assert got["shared.fs"] == ("FAIL", "health")
+    assert got["munge.local"] == ("PASS", "health")
+    # The collector's own reading of the others (disk.free is the program's too,
+    # but absent from this last.json: read now).
+    assert got["disk.free"] == ("PASS", "collector")
+    # A stale last run is not taken: every check is read now.
+    stale = C.check_verdicts(cfg, {}, last, 180, last["time"] + 600)
+    assert {src for _st, src in stale.values()} == {"collector"}
 
 
 def fake_bin(folder: Path, name: str, script: str) -> None:
@@ -132,11 +158,17 @@ def fake_bin(folder: Path, name: str, script: str) -> None:
     path.chmod(0o755)
 
 
-def run_main(tmp_path: Path, parts: str, health: Path | None, marker: Path) -> dict[str, str]:
+def run_main(tmp_path: Path, parts: str, health: Path | None, cfg: Path) -> dict[str, str]:
     out = tmp_path / "textfile"
     out.mkdir(exist_ok=True)
-    args = ["--out", str(out), "--parts", parts, "--shared-marker", str(marker)]
-    args += ["--health-file", str(health or tmp_path / "absent.json")]
+    state = tmp_path / "state"
+    state.mkdir(exist_ok=True)
+    if health:
+        doc = json.loads(health.read_text())
+        doc["time"] = time.time()
+        (state / "last.json").write_text(json.dumps(doc))
+    args = ["--out", str(out), "--parts", parts, "--settings", str(cfg)]
+    args += ["--health-dir", str(state)]
     args += ["--dbd-host", "127.0.0.1", "--dbd-port", "1"]
     assert C.main(args) == 0
     return {p.name: p.read_text() for p in sorted(out.glob("*.prom"))}
@@ -158,20 +190,20 @@ esac""",
     )
     fake_bin(bin_dir, "squeue", f"cat {MON / 'squeue.txt'}")
     fake_bin(bin_dir, "nvidia-smi", f"cat {MON / 'nvidia-smi-q-x-faulty.xml'}")
-    fake_bin(bin_dir, "journalctl", f"cat {MON / 'kernel-xid.log'}")
+    fake_bin(bin_dir, "systemctl", "exit 3")
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     return bin_dir
 
 
 def test_main_writes_every_part(tmp_path: Path, fake_path: Path) -> None:
-    marker = tmp_path / "shared" / ".cluster"
-    marker.mkdir(parents=True)
-    files = run_main(tmp_path, "node,gpu,slurm", MON / "health-last-fail.json", marker)
+    cfg = settings(tmp_path, kernel_log=str(MON / "kernel-xid.log"))
+    files = run_main(tmp_path, "node,gpu,slurm", MON / "health-last-fail.json", cfg)
     assert sorted(files) == [f"slurm_cluster_{p}.prom" for p in ("gpu", "node", "slurm")]
     node = parse(files["slurm_cluster_node.prom"])
-    assert sample(node, "cluster_munge_ok") == 1
-    assert sample(node, "cluster_shared_fs_ok", path=str(marker)) == 1
-    assert sample(node, "cluster_health_check_status", check="shared.fs", status="FAIL") == 1
+    status = "cluster_check_status"
+    assert sample(node, status, check="shared.fs", status="FAIL", source="health") == 1
+    assert sample(node, status, check="shared.fs", status="PASS", source="health") == 0
+    assert sample(node, status, check="munge.local", status="PASS", source="health") == 1
     slurm = parse(files["slurm_cluster_slurm.prom"])
     assert sample(slurm, "slurm_daemon_up", daemon="slurmctld") == 1
     assert sample(slurm, "slurm_daemon_up", daemon="slurmdbd") == 0  # nothing on port 1
@@ -185,10 +217,23 @@ def test_main_writes_every_part(tmp_path: Path, fake_path: Path) -> None:
 def test_main_faults_munge_shared_fs_and_slurmctld(tmp_path: Path, fake_path: Path) -> None:
     fake_bin(fake_path, "unmunge", "echo 'unmunge: Error: Invalid credential' >&2; exit 1")
     fake_bin(fake_path, "scontrol", "echo 'Slurmctld(primary) at ctl is DOWN'; exit 1")
-    files = run_main(tmp_path, "node,slurm", None, tmp_path / "shared" / ".cluster")
+    fake_bin(
+        fake_path,
+        "systemctl",
+        "printf 'Id=slurmdbd.service\\nLoadState=loaded\\nActiveState=inactive\\n"
+        "SubState=dead\\nUnitFileState=enabled\\n'",
+    )
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    cfg = settings(tmp_path, kinds=["controller", "dbd"], units=["slurmdbd"],
+                   shared_path=str(shared))  # fmt: skip
+    files = run_main(tmp_path, "node,slurm", None, cfg)
     node = parse(files["slurm_cluster_node.prom"])
-    assert sample(node, "cluster_munge_ok") == 0
-    assert sample(node, "cluster_shared_fs_ok", path=str(tmp_path / "shared" / ".cluster")) == 0
+    status = "cluster_check_status"
+    assert sample(node, status, check="munge.local", status="FAIL", source="collector") == 1
+    assert sample(node, status, check="shared.fs", status="FAIL", source="collector") == 1
+    # The accounting daemon stopped: the services check names it, as the doctor does.
+    assert sample(node, status, check="services", status="FAIL", source="collector") == 1
     assert not any(k[0].startswith("cluster_health_") for k in node)  # no last.json: quiet
     slurm = parse(files["slurm_cluster_slurm.prom"])
     assert sample(slurm, "slurm_daemon_up", daemon="slurmctld") == 0
@@ -197,7 +242,7 @@ def test_main_faults_munge_shared_fs_and_slurmctld(tmp_path: Path, fake_path: Pa
 
 def test_no_nvidia_smi_no_gpu_series(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    files = run_main(tmp_path, "gpu", None, tmp_path)
+    files = run_main(tmp_path, "gpu", None, settings(tmp_path))
     got = parse(files["slurm_cluster_gpu.prom"])
     assert [k[0] for k in got] == [
         "cluster_textfile_part_ok",
@@ -211,9 +256,8 @@ def test_no_nvidia_smi_no_gpu_series(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_gpu_faulty_fixture_ecc_xid_power() -> None:
     m = C.Metrics()
-    n = C.gpu_metrics(
-        m, (MON / "nvidia-smi-q-x-faulty.xml").read_text(), (MON / "kernel-xid.log").read_text()
-    )
+    records, _boot = C.checks_lib().gpu.read_kernel_log(str(MON / "kernel-xid.log"))
+    n = C.gpu_metrics(m, (MON / "nvidia-smi-q-x-faulty.xml").read_text(), records)
     assert n == 2
     got = parse(m.render())
     g0 = {"gpu": "0", "uuid": "GPU-b2000000-5e2f-4c1d-8b7a-009f3e2d1cb2"}
@@ -226,8 +270,10 @@ def test_gpu_faulty_fixture_ecc_xid_power() -> None:
     assert sample(got, "cluster_gpu_ecc_errors_total", type="corrected", **g0) == 3
     assert sample(got, "cluster_gpu_ecc_errors_total", type="uncorrected", **g0) == 0
     assert sample(got, "cluster_gpu_ecc_errors_total", type="uncorrected", **g1) == 2
-    assert sample(got, "cluster_gpu_xid_errors_total", xid="79", **g1) == 2
-    assert sample(got, "cluster_gpu_xid_errors_total", xid="48", **g1) == 1
+    fatal = {"class": "fatal"}
+    assert sample(got, "cluster_gpu_xid_errors_total", xid="79", **fatal, **g1) == 2
+    assert sample(got, "cluster_gpu_xid_errors_total", xid="48", **fatal, **g1) == 1
+    # The forged segfault line of the fixture (a program named like the driver's message).
     assert sample(got, "cluster_gpu_xid_events_total", **g1) == 3
     assert sample(got, "cluster_gpu_xid_events_total", **g0) == 0  # PCI 99:00 is no GPU here
     if PROMTOOL:
@@ -266,6 +312,10 @@ def render(template: str, **extra: object) -> str:
     env.filters["comment"] = lambda s: f"#\n# {s}\n#"
     env.filters["to_json"] = json.dumps
     env.filters["regex_replace"] = lambda s, p, r: __import__("re").sub(p, r, s)
+    env.filters["gpulab.slurm_cluster.check_alert_rules"] = check_alert_rules
+    env.filters["to_nice_yaml"] = lambda d, indent=2, width=80: yaml.safe_dump(
+        d, indent=indent, width=width, default_flow_style=False
+    )
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
     return env.get_template(template).render(
         ansible_managed="Ansible managed", **{**defaults, **extra}
@@ -285,16 +335,20 @@ def test_rules_pass_promtool_check(tmp_path: Path) -> None:
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 10 rules found" in out.stdout
+    n = sum(len(c.alerts) for c in REGISTRY if "alert" in c.uses)
+    assert f"SUCCESS: {n} rules found" in out.stdout
 
 
 def test_rules_cover_the_issue() -> None:
     rules = yaml.safe_load(render("etc/prometheus/rules/slurm_cluster.rules.yml.j2"))
     names = {r["alert"] for g in rules["groups"] for r in g["rules"]}
     assert {
-        "NodeDrainedByHealth", "NodeDown", "SlurmctldDown", "SlurmdbdDown", "MungeFailing",
+        "NodeDrainedByHealth", "NodeDown", "SlurmctldDown", "ServiceDown", "MungeFailing",
         "SharedFilesystemMissing", "GpuXid", "GpuUncorrectableEcc",
     } <= names  # fmt: skip
+    # Each rule is a check's: its label names a registry check with use alert.
+    checks = {r["labels"]["check"] for g in rules["groups"] for r in g["rules"]}
+    assert checks <= {c.id for c in REGISTRY if "alert" in c.uses}
     by_name = {r["alert"]: r for g in rules["groups"] for r in g["rules"]}
     assert by_name["NodeDrainedByHealth"]["for"] == "10m"
     again = yaml.safe_load(

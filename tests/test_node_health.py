@@ -148,7 +148,10 @@ FORGED = (
     # A line a user made root write to /dev/kmsg has facility user (14 = 1 << 3 | 6).
     "14,813,2001600000,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n"
 )
-REAL = "4,900,2002000000,-;NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+REAL = (
+    "4,900,2002000000,-;NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, "
+    "GPU has fallen off the bus.\n"
+)
 
 
 def test_xid_text_a_user_can_place_in_the_log_is_not_the_drivers(gpus, tmp_path) -> None:

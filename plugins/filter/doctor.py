@@ -17,11 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.cluster_checks import (
-    BY_ID,
-    REGISTRY,
-    explains,
-)
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import cluster_checks as registry
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.doctor_slurm import STEPS, Doctor
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.doctor_steps import (
     CONF_NAME,
@@ -29,9 +25,23 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.doctor_steps 
     parse_nodes,
 )
 
-CHECKS = tuple(c.id for c in REGISTRY if "doctor" in c.uses)
-__all__ = ["CHECKS", "Doctor", "doctor_causes", "doctor_report", "doctor_table", "gres_gpu_count",
-           "parse_nodes"]  # fmt: skip
+
+def doctor_checks() -> tuple[str, ...]:
+    """The registry's checks with use doctor, in its order (the report's columns)."""
+    return tuple(c.id for c in registry.REGISTRY if "doctor" in c.uses)
+
+
+CHECKS = doctor_checks()
+__all__ = [
+    "CHECKS",
+    "Doctor",
+    "doctor_causes",
+    "doctor_checks",
+    "doctor_report",
+    "doctor_table",
+    "gres_gpu_count",
+    "parse_nodes",
+]
 
 
 def _explained_here(r: dict, dep: str, index: dict) -> bool:
@@ -39,7 +49,9 @@ def _explained_here(r: dict, dep: str, index: dict) -> bool:
     other = index.get((r["host"], dep))
     if other is None or other["status"] != "FAIL" or dep == r["check"]:
         return False
-    return explains(BY_ID[r["check"]], dep, (other.get("data") or {}).get("down", ()))
+    return registry.explains(
+        registry.BY_ID[r["check"]], dep, (other.get("data") or {}).get("down", ())
+    )
 
 
 def attribute(d: Doctor) -> None:
@@ -48,7 +60,7 @@ def attribute(d: Doctor) -> None:
     for r in d.results:
         if r["status"] != "FAIL":
             continue
-        check = BY_ID[r["check"]]
+        check = registry.BY_ID[r["check"]]
         local = next((dep for dep in check.explained_by if _explained_here(r, dep, index)), None)
         if local is not None:
             r["caused_by"] = f"{r['host']} {local}"
@@ -101,12 +113,13 @@ def doctor_report(probes: dict, ctx: dict) -> dict:
     """{hosts, checks, results, causes, counts, verdict} from {host: {local, cross}} probes."""
     d = Doctor(probes, ctx)
     d.node_checks()
-    for check in CHECKS:
+    checks = doctor_checks()
+    for check in checks:
         if check in STEPS:
             getattr(d, STEPS[check])()
     d.reachability()
     attribute(d)
-    order = {c: i for i, c in enumerate(CHECKS)}
+    order = {c: i for i, c in enumerate(checks)}
     hosts = list(ctx["hosts"])
     d.results.sort(
         key=lambda r: (hosts.index(r["host"]) if r["host"] in hosts else 99, order[r["check"]])
@@ -115,7 +128,7 @@ def doctor_report(probes: dict, ctx: dict) -> dict:
     counts = Counter(r["status"] for r in d.results)
     return {
         "hosts": hosts,
-        "checks": list(CHECKS),
+        "checks": list(checks),
         "results": d.results,
         "causes": causes,
         "counts": dict(counts),

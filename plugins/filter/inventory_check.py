@@ -15,6 +15,29 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.change_plan i
     upgrade_batches,
 )
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.cluster_checks import ids
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.inventory_values import (
+    CLUSTER_NAME,
+    CONF_KEY,
+    HEALTH_KEYS,
+    HOST_NAME,
+    MANAGED_KEYS,
+    MIN_USER_ID,
+    NODE_FIELDS,
+    PARTITION_KEYS,
+    PARTITION_NAME,
+    PORTS,
+    SLURM_CONF_KEYS,
+    SLURM_NAME,
+    TIME_FIX,
+    TRES_FIX,
+    _Check,
+    _int,
+    _proof_user,
+    _users,
+    path_problem,
+    slurm_time_ok,
+    tres_ok,
+)
 
 # What cluster_health_skip may name: the node checks (cluster-health --list).
 CHECK_IDS = ids(scope="node")
@@ -25,239 +48,6 @@ try:
     )
 except ImportError:  # pragma: no cover - loaded by path beside nfs_exports.py
     from nfs_exports import nfs_export_problems  # type: ignore[no-redef]
-
-# Slurm time: MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, INFINITE/UNLIMITED.
-_TIME_FORMS = (
-    re.compile(r"(?P<m>\d+)"),
-    re.compile(r"(?P<m>\d+):(?P<s>\d{1,2})"),
-    re.compile(r"(?P<h>\d+):(?P<m>\d{1,2}):(?P<s>\d{1,2})"),
-    re.compile(r"(?P<d>\d+)-(?P<h>\d{1,2})"),
-    re.compile(r"(?P<d>\d+)-(?P<h>\d{1,2}):(?P<m>\d{1,2})"),
-    re.compile(r"(?P<d>\d+)-(?P<h>\d{1,2}):(?P<m>\d{1,2}):(?P<s>\d{1,2})"),
-)
-TIME_FIX = "use MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS or INFINITE, e.g. 2-00:00:00"
-# ClusterName: lower case (Slurm maps upper case to lower), a MySQL table prefix.
-# Every pattern is used with fullmatch: '$' would let a trailing newline through.
-CLUSTER_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
-PARTITION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
-SLURM_NAME = re.compile(r"[a-z0-9_][a-z0-9_.-]{0,63}")
-# A POSIX user or group name as useradd takes it by default (no dot, no upper case).
-USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
-CONF_KEY = re.compile(r"[A-Z][A-Za-z0-9]+")
-# A host name (RFC 1123 label): no underscore, Slurm's NodeName and the resolver agree.
-HOST_NAME = re.compile(r"(?i)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
-# Characters a path may hold here: it reaches shells, config files and exports.
-SAFE_PATH = re.compile(r"/[A-Za-z0-9._/+-]*")
-# The lowest uid/gid of a lab user (below: system accounts).
-MIN_USER_ID = 1000
-USER_KEYS = {"name", "uid", "group", "gid", "groups", "comment", "shell", "ssh_keys", "accounts"}
-SSH_KEY = re.compile(
-    r"(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)"
-    r"@openssh\.com) [A-Za-z0-9+/=]+( [^\n\r]*)?"
-)
-_TRES = re.compile(
-    r"(cpu|mem|energy|node|billing|vmem|pages|fs/disk|fs/lustre|ic/ofed"
-    r"|(gres|license|bb)/[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)?)=\d+[KMGTP]?"
-)
-TRES_FIX = "write TYPE=COUNT pairs separated by commas, e.g. gres/gpu=6000,cpu=100000"
-# Keys the slurm_common template writes itself: a second line would fight it.
-MANAGED_KEYS = {
-    "ClusterName",
-    "SlurmctldHost",
-    "AuthType",
-    "CryptoType",
-    "MpiDefault",
-    "SlurmUser",
-    "SlurmctldPort",
-    "SlurmdPort",
-    "SlurmctldPidFile",
-    "SlurmdPidFile",
-    "StateSaveLocation",
-    "SlurmdSpoolDir",
-    "SlurmctldLogFile",
-    "SlurmdLogFile",
-    "ProctrackType",
-    "TaskPlugin",
-    "ReturnToService",
-    "SchedulerType",
-    "SelectType",
-    "SelectTypeParameters",
-    "GresTypes",
-    "AccountingStorageType",
-    "AccountingStorageHost",
-    "AccountingStoragePort",
-    "AccountingStorageTRES",
-    "JobAcctGatherType",
-    "JobAcctGatherFrequency",
-    "NodeName",
-    "PartitionName",
-}
-# Written by the role while cluster_health is on (the node health program).
-HEALTH_KEYS = {
-    "HealthCheckProgram": "skip (checks) or false",
-    "HealthCheckInterval": "interval",
-    "HealthCheckNodeState": "node_state",
-}
-# slurm.conf parameters (man slurm.conf, Slurm 22.05 to 24.11) that
-# slurm_common_extra_config may set; MANAGED_KEYS are the role's own.
-_SLURM_CONF_WORDS = """
-    AccountingStorageBackupHost AccountingStorageEnforce AccountingStorageExternalHost
-    AccountingStorageParameters AccountingStoragePass AccountingStorageUser
-    AccountingStoreFlags AcctGatherNodeFreq AcctGatherEnergyType AcctGatherInterconnectType
-    AcctGatherFilesystemType AcctGatherProfileType AllowSpecResourcesUsage AuthAltTypes
-    AuthAltParameters AuthInfo BatchStartTimeout BcastExclude BcastParameters BurstBufferType
-    CliFilterPlugins CommunicationParameters CompleteWait CoreSpecPlugin CpuFreqDef
-    CpuFreqGovernors CredType DebugFlags DefCpuPerGPU DefMemPerCPU DefMemPerGPU DefMemPerNode
-    DependencyParameters DisableRootJobs EioTimeout EnforcePartLimits Epilog EpilogMsgTime
-    EpilogSlurmctld ExtSensorsFreq ExtSensorsType FairShareDampeningFactor FederationParameters
-    FirstJobId GetEnvTimeout GpuFreqDef GroupUpdateForce GroupUpdateTime HashPlugin
-    HealthCheckInterval HealthCheckNodeState HealthCheckProgram InactiveLimit
-    InteractiveStepOptions JobAcctGatherParams JobCompHost JobCompLoc JobCompParams JobCompPass
-    JobCompPort JobCompType JobCompUser JobContainerType JobDefaults JobFileAppend JobRequeue
-    JobSubmitPlugins KillOnBadExit KillWait LaunchParameters Licenses LogTimeFormat
-    MailDomain MailProg MaxArraySize MaxBatchRequeue MaxDBDMsgs MaxJobCount MaxJobId
-    MaxMemPerCPU MaxMemPerNode MaxNodeCount MaxStepCount MaxTasksPerNode MCSParameters MCSPlugin
-    MessageTimeout MinJobAge MpiParams OverTimeLimit PluginDir PlugStackConfig PowerParameters
-    PowerPlugin PreemptExemptTime PreemptMode PreemptParameters PreemptType PrEpParameters
-    PrEpPlugins PriorityCalcPeriod PriorityDecayHalfLife PriorityFavorSmall PriorityFlags
-    PriorityMaxAge PriorityParameters PrioritySiteFactorParameters PrioritySiteFactorPlugin
-    PriorityType PriorityUsageResetPeriod PriorityWeightAge PriorityWeightAssoc
-    PriorityWeightFairshare PriorityWeightJobSize PriorityWeightPartition PriorityWeightQOS
-    PriorityWeightTRES PrivateData Prolog PrologEpilogTimeout PrologFlags PrologSlurmctld
-    PropagatePrioProcess PropagateResourceLimits PropagateResourceLimitsExcept RebootProgram
-    ReconfigFlags RequeueExit RequeueExitHold ResumeFailProgram ResumeProgram ResumeRate
-    ResumeTimeout ResvEpilog ResvOverRun ResvProlog RoutePlugin SchedulerParameters
-    SchedulerTimeSlice ScronParameters SelectTypeParameters SlurmctldAddr SlurmctldDebug
-    SlurmctldHost SlurmctldParameters SlurmctldPrimaryOffProg SlurmctldPrimaryOnProg
-    SlurmctldSyslogDebug SlurmctldTimeout SlurmdDebug SlurmdParameters SlurmdSyslogDebug
-    SlurmdTimeout SlurmdUser SlurmSchedLogFile SlurmSchedLogLevel SrunEpilog SrunPortRange
-    SrunProlog SuspendExcNodes SuspendExcParts SuspendExcStates SuspendProgram SuspendRate
-    SuspendTime SuspendTimeout SwitchParameters SwitchType TaskEpilog TaskPluginParam
-    TaskProlog TCPTimeout TmpFS TopologyParam TopologyPlugin TrackWCKey TreeWidth
-    UnkillableStepProgram UnkillableStepTimeout UsePAM VSizeFactor WaitTime X11Parameters
-    MaxStepCount CgroupPlugin"""
-SLURM_CONF_KEYS = set(_SLURM_CONF_WORDS.split())
-PARTITION_KEYS = {"name", "nodes", "default", "max_time"}
-NODE_FIELDS = {
-    "CPUs",
-    "Boards",
-    "SocketsPerBoard",
-    "CoresPerSocket",
-    "ThreadsPerCore",
-    "RealMemory",
-}
-SYSTEM_DIRS = {
-    "/",
-    "/bin",
-    "/boot",
-    "/dev",
-    "/etc",
-    "/home",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/opt",
-    "/proc",
-    "/root",
-    "/run",
-    "/sbin",
-    "/srv",
-    "/sys",
-    "/tmp",
-    "/usr",
-    "/usr/bin",
-    "/usr/lib",
-    "/usr/local",
-    "/usr/sbin",
-    "/var",
-    "/var/lib",
-    "/var/log",
-}
-# The daemons' ports (role cluster) and their defaults.
-PORTS = {"cluster_slurmctld_port": 6817, "cluster_slurmd_port": 6818, "cluster_slurmdbd_port": 6819}
-
-
-def slurm_time_ok(value: object) -> bool:
-    """Whether Slurm takes `value` as a time limit (MaxTime, MaxWall)."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return value >= 0
-    text = str(value)
-    if text.upper() in ("INFINITE", "UNLIMITED"):
-        return True
-    for form in _TIME_FORMS:
-        m = form.fullmatch(text)
-        if m:
-            parts = {k: int(v) for k, v in m.groupdict().items() if v is not None}
-            if "d" in parts and parts.get("h", 0) > 23:
-                return False
-            if "h" in parts and parts.get("m", 0) > 59:
-                return False
-            return parts.get("s", 0) <= 59
-    return False
-
-
-def tres_ok(value: object) -> bool:
-    items = str(value).split(",")
-    return all(_TRES.fullmatch(item.strip()) for item in items) and bool(str(value).strip())
-
-
-def _int(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
-        return int(value)
-    return None
-
-
-def path_problem(value: object) -> str:
-    """Why a path cannot hold cluster data, or ''."""
-    text = str(value)
-    if not text.startswith("/"):
-        return "is not an absolute path"
-    norm = re.sub(r"/+", "/", text).rstrip("/") or "/"
-    if norm in SYSTEM_DIRS:
-        return f"is {norm}, a system directory"
-    if "/../" in norm + "/" or re.search(r"\s", text):
-        return "has '..' or spaces"
-    if not SAFE_PATH.fullmatch(text):
-        return "has characters other than letters, digits and . _ - + /"
-    return ""
-
-
-class _Check:
-    def __init__(self, hostvars: Mapping, groups: Mapping, defaults: Mapping) -> None:
-        self.hv = hostvars
-        self.groups = groups
-        self.defaults = defaults
-        self.hosts = sorted(groups.get("all", []))
-        self.found: dict[tuple[str, str, str], tuple[str, list[str]]] = {}
-
-    def values(self, var: str) -> dict[str, Any]:
-        out = {}
-        for h in self.hosts:
-            hv = self.hv[h]
-            if var in hv:
-                out[h] = hv[var]
-        return out
-
-    def bad(self, host: str, var: str, value: object, problem: str, fix: str) -> None:
-        key = (var, repr(value), problem)
-        self.found.setdefault(key, (fix, []))[1].append(host)
-
-    def each(self, var: str, check: Callable[[str, Any], None]) -> None:
-        for host, value in self.values(var).items():
-            check(host, value)
-
-    def messages(self) -> list[str]:
-        out = []
-        for (var, value, problem), (fix, hosts) in self.found.items():
-            where = "all hosts" if len(hosts) == len(self.hosts) > 1 else ", ".join(hosts)
-            out.append(f"{where}: {var}={value} {problem}. Fix: {fix}")
-        return out
 
 
 def _suggest_name(value: object) -> str:
@@ -457,162 +247,6 @@ def _accounts(c: _Check, host: str, value: Any) -> None:
                 f"list {acct.get('name')} in the accounts of each of those users in "
                 "cluster_users (group_vars/slurm_cluster/users.yml) and drop users: here",
             )
-
-
-def _users(c: _Check, host: str, value: Any) -> None:
-    var = "cluster_users"
-    if not isinstance(value, list):
-        c.bad(host, var, value, "is not a list", "e.g. [{name: alice, uid: 2001, accounts: [lab]}]")
-        return
-    ctl = (c.groups.get("slurm_controller") or [host])[0]
-    accounts = {
-        str(a.get("name"))
-        for a in c.hv.get(ctl, {}).get("slurm_controller_accounts", []) or []
-        if isinstance(a, Mapping)
-    }
-    proof = c.hv[host].get("cluster_proof_user", "clusterproof")
-    proof_uid = _int(c.hv[host].get("cluster_proof_uid", 59000))
-    accounting = bool(c.groups.get("slurm_dbd"))
-    names: dict[str, int] = {}
-    uids: dict[int, str] = {}
-    gids: dict[str, int] = {}
-    gid_names: dict[int, str] = {}
-    for i, user in enumerate(value):
-        where = f"{var}[{i}]"
-        if not isinstance(user, Mapping) or "name" not in user or "uid" not in user:
-            c.bad(host, where, user, "needs a name and a uid", "e.g. {name: alice, uid: 2001}")
-            continue
-        name = str(user["name"])
-        unknown = sorted(set(map(str, user)) - USER_KEYS)
-        if unknown:
-            c.bad(
-                host,
-                where,
-                dict(user),
-                f"has unknown keys {', '.join(unknown)}",
-                f"use only {', '.join(sorted(USER_KEYS))}",
-            )
-        if not USER_NAME.fullmatch(name):
-            c.bad(
-                host,
-                f"{where}.name",
-                user["name"],
-                "is not a POSIX user name",
-                "lower-case letters, digits, _ and -, a letter or _ first, at most 32",
-            )
-        if name in names or name == proof:
-            c.bad(
-                host,
-                f"{where}.name",
-                name,
-                "is given twice" if name in names else f"is the proof account's name ({proof})",
-                f"name each user once; rename {name}",
-            )
-        names[name] = i
-        uid = _int(user["uid"])
-        if uid is None or uid < MIN_USER_ID or uid > 4294967294:
-            c.bad(
-                host,
-                f"{where}.uid",
-                user["uid"],
-                f"is not a whole number from {MIN_USER_ID} (below are system accounts)",
-                f"give {name} a uid from {MIN_USER_ID}, the one it has in your directory",
-            )
-        elif uid in uids or uid == proof_uid:
-            other = uids.get(uid, proof)
-            c.bad(
-                host,
-                f"{where}.uid",
-                uid,
-                f"of {name} is also the uid of {other}",
-                f"give {name} and {other} different uids",
-            )
-        if uid is not None:
-            uids.setdefault(uid, name)
-        group = str(user.get("group") or name)
-        gid = _int(user.get("gid", user["uid"]))
-        if not USER_NAME.fullmatch(group):
-            c.bad(
-                host,
-                f"{where}.group",
-                group,
-                "is not a POSIX group name",
-                "lower-case letters, digits, _ and -",
-            )
-        if gid is None or gid < MIN_USER_ID:
-            c.bad(
-                host,
-                f"{where}.gid",
-                user.get("gid"),
-                f"is not a whole number from {MIN_USER_ID}",
-                f"e.g. gid: {MIN_USER_ID + 1000}",
-            )
-        elif gids.get(group, gid) != gid or gid_names.get(gid, group) != group:
-            c.bad(
-                host,
-                f"{where}",
-                {"group": group, "gid": gid},
-                f"gives group {group} gid {gid}, but another user gives "
-                f"{group} gid {gids.get(group)} or gid {gid} to {gid_names.get(gid)}",
-                "give each group one gid",
-            )
-        if gid is not None:
-            gids.setdefault(group, gid)
-            gid_names.setdefault(gid, group)
-        extra = user.get("groups", []) or []
-        if not isinstance(extra, list) or not all(USER_NAME.fullmatch(str(g)) for g in extra):
-            c.bad(host, f"{where}.groups", extra, "is not a list of group names", "e.g. [video]")
-        for key in ("comment", "shell"):
-            text = str(user.get(key, ""))
-            if re.search(r"[:\n\r\x00]", text):
-                c.bad(
-                    host,
-                    f"{where}.{key}",
-                    text,
-                    "holds ':' or a line break",
-                    "one line without ':'",
-                )
-        if "shell" in user and not SAFE_PATH.fullmatch(str(user["shell"])):
-            c.bad(
-                host,
-                f"{where}.shell",
-                user["shell"],
-                "is not an absolute path",
-                "e.g. shell: /bin/bash",
-            )
-        keys = user.get("ssh_keys", []) or []
-        if not isinstance(keys, list) or not all(SSH_KEY.fullmatch(str(k).strip()) for k in keys):
-            c.bad(
-                host,
-                f"{where}.ssh_keys",
-                keys,
-                "is not a list of one-line SSH public keys",
-                "paste each key's line from ~/.ssh/id_ed25519.pub",
-            )
-        acc = user.get("accounts", []) or []
-        if not isinstance(acc, list):
-            c.bad(host, f"{where}.accounts", acc, "is not a list", "e.g. accounts: [lab]")
-            continue
-        missing = [a for a in acc if str(a) not in accounts]
-        if missing and accounting:
-            c.bad(
-                host,
-                f"{where}.accounts",
-                acc,
-                f"names {', '.join(map(str, missing))}, not in slurm_controller_accounts",
-                "define the account in slurm_controller_accounts or fix the name",
-            )
-
-
-def _proof_user(c: _Check, host: str, value: Any) -> None:
-    if not USER_NAME.fullmatch(str(value)):
-        c.bad(
-            host,
-            "cluster_proof_user",
-            value,
-            "is not a POSIX user name",
-            "e.g. cluster_proof_user: clusterproof",
-        )
 
 
 def _hosts(c: _Check) -> None:

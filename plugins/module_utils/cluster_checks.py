@@ -50,6 +50,8 @@ class Alert:
     summary: str
     expr: str = ""
     minutes: str = "daemon"
+    # What the rule says beyond the check's own reads and fix (its own expr's meaning).
+    description: str = ""
 
 
 @dataclass(frozen=True)
@@ -77,8 +79,7 @@ def _xid_alert() -> Alert:
     return Alert(
         "GpuXid",
         "critical",
-        "{{ $labels.instance }}: a fatal GPU Xid not yet acknowledged "
-        "(the node health program drains the node for it)",
+        "A fatal GPU Xid on {{ $labels.instance }}, not yet acknowledged (the node stays drained)",
         minutes="",
     )
 
@@ -103,14 +104,15 @@ REGISTRY: tuple[Check, ...] = (
             Alert(
                 "ServiceDown",
                 "critical",
-                "{{ $labels.instance }}: a service the cluster runs is not active "
-                "(the doctor names it)",
+                "A service the cluster runs is not active on {{ $labels.instance }}",
             ),
             Alert(
                 "NodeExporterDown",
                 "warning",
                 "Prometheus cannot scrape {{ $labels.instance }}: no metrics from that node",
                 expr='up{job="node"} == 0',
+                description="The node exporter (prometheus-node-exporter, one of the units "
+                "the services check wants active) does not answer.",
             ),
         ),
     ),
@@ -124,7 +126,7 @@ REGISTRY: tuple[Check, ...] = (
             Alert(
                 "MungeFailing",
                 "critical",
-                "{{ $labels.instance }}: a munge credential made there does not decode there",
+                "munge fails on {{ $labels.instance }}: a credential made there does not decode",
             ),
         ),
     ),
@@ -150,7 +152,13 @@ REGISTRY: tuple[Check, ...] = (
         "systemctl is-active chrony/systemd-timesyncd; chronyc tracking or timedatectl",
         "apt install chrony && systemctl enable --now chrony (munge rejects credentials 300 s off)",
         ALL,
-        alerts=(Alert("ClockNotSynchronised", "warning", "{{ $labels.instance }}: clock"),),
+        alerts=(
+            Alert(
+                "ClockNotSynchronised",
+                "warning",
+                "The clock of {{ $labels.instance }} is not synchronised",
+            ),
+        ),
     ),
     Check(
         "munge.cross",
@@ -202,7 +210,13 @@ REGISTRY: tuple[Check, ...] = (
         needs=("slurm_conf_sha1",),
         explained_by=("munge.local", "services"),
         units=("slurmd",),
-        alerts=(Alert("SlurmConfigStale", "warning", "{{ $labels.instance }}: stale slurm.conf"),),
+        alerts=(
+            Alert(
+                "SlurmConfigStale",
+                "warning",
+                "slurmd on {{ $labels.instance }} holds a stale slurm.conf",
+            ),
+        ),
     ),
     Check(
         "slurm.daemon",
@@ -314,8 +328,8 @@ REGISTRY: tuple[Check, ...] = (
             Alert(
                 "SharedFilesystemMissing",
                 "critical",
-                "{{ $labels.instance }}: the cluster's shared filesystem is missing or not "
-                "writable: jobs there read and write the wrong disk",
+                "The shared filesystem is missing on {{ $labels.instance }}: jobs there read and "
+                "write the wrong disk",
             ),
         ),
     ),
@@ -335,7 +349,9 @@ REGISTRY: tuple[Check, ...] = (
         "free space there (old job files in /tmp, the spool's job folders); thresholds: "
         "cluster_health_disk_free_mib",
         ALL,
-        alerts=(Alert("DiskLow", "warning", "{{ $labels.instance }}: disk space low"),),
+        alerts=(
+            Alert("DiskLow", "warning", "Free space below its threshold on {{ $labels.instance }}"),
+        ),
     ),
     Check(
         "gpu.smi",
@@ -345,7 +361,7 @@ REGISTRY: tuple[Check, ...] = (
         ALL,
         kinds=("compute",),
         needs=("gpus",),
-        alerts=(Alert("GpuSmiFailing", "critical", "{{ $labels.instance }}: nvidia-smi fails"),),
+        alerts=(Alert("GpuSmiFailing", "critical", "nvidia-smi fails on {{ $labels.instance }}"),),
     ),
     Check(
         "gpu.count",
@@ -356,7 +372,7 @@ REGISTRY: tuple[Check, ...] = (
         ALL,
         kinds=("compute",),
         needs=("gpus",),
-        alerts=(Alert("GpuMissing", "critical", "{{ $labels.instance }}: a GPU is missing"),),
+        alerts=(Alert("GpuMissing", "critical", "A GPU is missing on {{ $labels.instance }}"),),
     ),
     Check(
         "gpu.xid",
@@ -380,7 +396,13 @@ REGISTRY: tuple[Check, ...] = (
         needs=("gpus",),
         explained_by=("gpu.smi",),
         alerts=(
-            Alert("GpuUncorrectableEcc", "critical", "{{ $labels.instance }}: GPU ECC", minutes=""),
+            Alert(
+                "GpuUncorrectableEcc",
+                "critical",
+                "Uncorrectable ECC errors or a pending or failed row remap on "
+                "{{ $labels.instance }}",
+                minutes="",
+            ),
         ),
     ),
     Check(
@@ -392,7 +414,13 @@ REGISTRY: tuple[Check, ...] = (
         kinds=("compute",),
         needs=("gpus",),
         explained_by=("gpu.smi",),
-        alerts=(Alert("GpuPersistenceOff", "warning", "{{ $labels.instance }}: persistence"),),
+        alerts=(
+            Alert(
+                "GpuPersistenceOff",
+                "warning",
+                "GPU persistence mode is off on {{ $labels.instance }}",
+            ),
+        ),
     ),
     Check(
         "gpu.throttle",
@@ -403,7 +431,13 @@ REGISTRY: tuple[Check, ...] = (
         kinds=("compute",),
         needs=("gpus",),
         explained_by=("gpu.smi",),
-        alerts=(Alert("GpuThrottled", "warning", "{{ $labels.instance }}: GPU throttled"),),
+        alerts=(
+            Alert(
+                "GpuThrottled",
+                "warning",
+                "A GPU of {{ $labels.instance }} is slowed down (hardware, thermal or power)",
+            ),
+        ),
     ),
     Check(
         "torch.venv",
@@ -514,9 +548,11 @@ def _rule(check: Check, alert: Alert, minutes: dict) -> dict:
     if alert.minutes:
         rule["for"] = f"{int(minutes[alert.minutes])}m"
     rule["labels"] = {"severity": alert.severity, "check": check.id}
+    said = f"{alert.description} " if alert.description else ""
     rule["annotations"] = {
         "summary": alert.summary,
-        "description": f"{check.id} ({check.reads}). Fix: {check.fix}",
+        "description": f"{said}Check {check.id} reads: {check.reads}. Fix: {check.fix}. "
+        "doctor.yml names the node and the cause.",
     }
     return rule
 

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.cluster_checks import (
-    BY_ID,
-    REGISTRY,
-)
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import cluster_checks as registry
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.doctor_steps import (
     DOWN_STATES,
     SLURM_DRAIN_REASONS,
@@ -210,7 +207,7 @@ class Doctor(DoctorSteps):
                 # The node health program's own drain: a fault while its checks fail.
                 live = self.node_results(h)
                 failing = any(
-                    r["status"] == "FAIL" and "health" in BY_ID[r["id"]].uses for r in live
+                    r["status"] == "FAIL" and "health" in registry.BY_ID[r["id"]].uses for r in live
                 )
                 self.add(
                     h,
@@ -327,7 +324,7 @@ class Doctor(DoctorSteps):
 
     def reachability(self) -> None:
         for h in self.unreachable:
-            doctor = [c.id for c in REGISTRY if "doctor" in c.uses]
+            doctor = [c.id for c in registry.REGISTRY if "doctor" in c.uses]
             for check in doctor:
                 self.add(
                     h,
@@ -347,7 +344,7 @@ class Doctor(DoctorSteps):
 
     def node_checks(self) -> None:
         """One result per node and node check: the reader's verdict on that node."""
-        ids = [c.id for c in REGISTRY if c.scope == "node" and "doctor" in c.uses]
+        ids = [c.id for c in registry.REGISTRY if c.scope == "node" and "doctor" in c.uses]
         for h in self.hosts:
             checks = self.local[h].get("checks")
             if not isinstance(checks, list):

@@ -15,12 +15,8 @@ import socket
 import time
 from collections.abc import Callable
 
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import cluster_checks as registry
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import gpu_checks
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.cluster_checks import (
-    REGISTRY,
-    applies,
-    explains,
-)
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_base import (
     CONFIGLESS_DIR,
     Context,
@@ -206,26 +202,35 @@ def check_clock(ctx: Context) -> tuple[str, str]:
 
 
 def check_services(ctx: Context) -> tuple[str, str, str]:
-    """Every unit the cluster runs on this node active (a timer waiting, a service running)."""
+    """Every unit the cluster runs on this node active (a timer waiting, a service running).
+
+    A unit with no unit file yet is a WARN: site.yml installs the roles in
+    turn (the exporter after the doctor of a first run); one installed and
+    not active is a FAIL.
+    """
     wanted = [str(u) for u in ctx.cfg["units"]]
     seen = units(wanted)
-    down = []
+    down, missing = [], []
     for name in wanted:
         unit = seen.get(name, {})
-        state = f"{unit.get('active', '?')}/{unit.get('sub', '?')}"
-        if unit.get("active") != "active":
-            full = name if "." in name else f"{name}.service"
-            down.append((name, f"{full} is {state} ({unit.get('enabled') or 'no unit file'})"))
+        full = name if "." in name else f"{name}.service"
+        if unit.get("active") == "absent":
+            missing.append(f"{full} is not installed")
+        elif unit.get("active") != "active":
+            state = f"{unit.get('active', '?')}/{unit.get('sub', '?')}"
+            down.append((name, f"{full} is {state} ({unit.get('enabled') or '?'})"))
     ctx.cache["units_down"] = [n for n, _text in down]
-    if not down:
-        return "PASS", f"{len(wanted)} units active: {', '.join(wanted)}", ""
-    node = ctx.cfg["node"] or socket.gethostname().split(".")[0]
-    names = " ".join(n for n, _text in down)
-    fix = (
-        f"systemctl start {names} on {node} (journalctl -u {down[0][0]}); "
-        "site.yml starts every unit the cluster runs"
-    )
-    return "FAIL", "; ".join(text for _n, text in down), fix
+    if down:
+        node = ctx.cfg["node"] or socket.gethostname().split(".")[0]
+        names = " ".join(n for n, _text in down)
+        fix = (
+            f"systemctl start {names} on {node} (journalctl -u {down[0][0]}); "
+            "site.yml starts every unit the cluster runs"
+        )
+        return "FAIL", "; ".join([text for _n, text in down] + missing), fix
+    if missing:
+        return "WARN", "; ".join(missing) + " (site.yml installs it)", ""
+    return "PASS", f"{len(wanted)} units active: {', '.join(wanted)}", ""
 
 
 Runner = Callable[[Context], tuple]
@@ -247,7 +252,7 @@ RUNNERS: dict[str, Runner] = {
 
 
 def node_check_ids(use: str = "health") -> tuple[str, ...]:
-    return tuple(c.id for c in REGISTRY if c.scope == "node" and use in c.uses)
+    return tuple(c.id for c in registry.REGISTRY if c.scope == "node" and use in c.uses)
 
 
 def run_checks(
@@ -260,12 +265,12 @@ def run_checks(
     """
     ctx = Context(cfg=cfg, state=state if state is not None else {})
     results: dict[str, Result] = {}
-    for check in REGISTRY:
+    for check in registry.REGISTRY:
         if check.scope != "node" or use not in check.uses:
             continue
         if (only and check.id not in only) or check.id in cfg["skip"]:
             continue
-        if not applies(check, cfg["kinds"], cfg):
+        if not registry.applies(check, cfg["kinds"], cfg):
             continue
         cause = next(
             (
@@ -273,7 +278,7 @@ def run_checks(
                 for c in check.explained_by
                 if results.get(c)
                 and results[c].status == "FAIL"
-                and explains(check, c, ctx.cache.get("units_down", ()))
+                and registry.explains(check, c, ctx.cache.get("units_down", ()))
             ),
             "",
         )
@@ -305,7 +310,7 @@ def load_config(path: str) -> dict:
     if unknown:
         raise ValueError(f"{path}: unknown settings {', '.join(unknown)}")
     cfg = {**DEFAULTS, **given}
-    known = ", ".join(c.id for c in REGISTRY if c.scope == "node")
+    known = ", ".join(c.id for c in registry.REGISTRY if c.scope == "node")
     bad = sorted(set(cfg["skip"]) - set(known.split(", ")))
     if bad:
         raise ValueError(f"{path}: skip names no check {', '.join(bad)} (checks: {known})")

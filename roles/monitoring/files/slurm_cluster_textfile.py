@@ -9,10 +9,19 @@ already has python3. Each part writes one ``<part>.prom`` file atomically
 never reads half a file; a part that cannot read its source writes what it
 has plus ``cluster_textfile_part_ok{part=...} 0`` and the others go on.
 
+The node checks are the cluster's check registry (cluster_checks.py), run by
+their one reader from the library the slurm_common role installs in root's
+own folder /usr/local/lib/slurm-cluster: the same verdicts the doctor and the
+node health program reach, exported as ``cluster_check_status{check,status}``
+(the alert rules are generated from the same registry).
+
 Parts:
-  node     munge round trip, the shared filesystem, this node's last health
-           verdict (/var/lib/slurm-cluster/health/last.json; none when absent)
-  gpu      nvidia-smi -q -x and the kernel's Xid lines (only where nvidia-smi is)
+  node     every node check of the registry with use "collector": the node
+           health program's own verdict where it ran lately (last.json; what
+           drains the node is what alerts), the reader's now for the others;
+           and the program's last run
+  gpu      nvidia-smi -q -x and the NVIDIA driver's Xid messages in the kernel
+           log, read and classed as the gpu.xid check does (only where nvidia-smi is)
   slurm    the controller's view: nodes, drains, jobs, CPUs/GPUs, daemons
 """
 
@@ -32,10 +41,27 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 TIMEOUT_S = 10
-HEALTH_FILE = "/var/lib/slurm-cluster/health/last.json"
+HEALTH_DIR = "/var/lib/slurm-cluster/health"
+SETTINGS = "/etc/slurm-cluster/health.json"
+LIB_DIR = "/usr/local/lib/slurm-cluster"
 STATUSES = ("PASS", "WARN", "FAIL", "SKIP")
+
+
+def checks_lib() -> SimpleNamespace:
+    """The node checks' library: the registry (``registry``), its readers (``node``,
+    ``gpu``); from root's own folder on the nodes, from the collection in tests."""
+    if LIB_DIR not in sys.path:
+        sys.path.insert(0, LIB_DIR)
+    from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import (
+        cluster_checks,
+        gpu_checks,
+        node_checks,
+    )
+
+    return SimpleNamespace(registry=cluster_checks, node=node_checks, gpu=gpu_checks)
 
 
 # --------------------------------------------------------------------------- exposition
@@ -102,7 +128,7 @@ def run(cmd: list[str], stdin: bytes | None = None) -> subprocess.CompletedProce
 
 
 def health_metrics(m: Metrics, doc: dict) -> None:
-    """This node's last health verdict (the node health program's last.json)."""
+    """The node health program's last run (its last.json)."""
     m.set(
         "cluster_health_verdict_ok",
         "gauge",
@@ -123,48 +149,54 @@ def health_metrics(m: Metrics, doc: dict) -> None:
             "How long the node health program's last run took.",
             doc["run_s"],
         )
-    for check in doc.get("checks") or []:
-        status = str(check.get("status", "")).upper()
-        if not check.get("id") or status not in STATUSES:
-            continue
-        m.set(
-            "cluster_health_check_status",
-            "gauge",
-            "1 for the status of each check in the node health program's last run.",
-            1,
-            check=check["id"],
-            status=status,
-        )
+
+
+def check_verdicts(cfg: dict, state: dict, last: dict, fresh_s: float, now: float) -> dict:
+    """{check id: (status, source)} of every node check with use collector that applies here.
+
+    A check the node health program runs (use health) is taken from its last
+    run while that is at most `fresh_s` old: the alert then says what the
+    drain says. The others, and all of them without a fresh run, are judged
+    now by their reader (a copy of the program's state: nothing is written).
+    """
+    lib = checks_lib().node
+    wanted = set(lib.node_check_ids("collector"))
+    taken: dict = {}
+    when = last.get("time") if isinstance(last, dict) else None
+    if isinstance(when, (int, float)) and now - when <= fresh_s:
+        health = set(lib.node_check_ids("health"))
+        for c in last.get("checks") or []:
+            if c.get("id") in wanted & health and c.get("status") in STATUSES:
+                taken[c["id"]] = (c["status"], "health")
+    rest = sorted(wanted - set(taken))
+    if rest:
+        for r in lib.run_checks(cfg, state, only=rest, use="collector"):
+            taken[r.id] = (r.status, "collector")
+    return taken
 
 
 def node_part(m: Metrics, args: argparse.Namespace) -> None:
-    munge = shutil.which("munge")
-    unmunge = shutil.which("unmunge")
-    ok = 0
-    if munge and unmunge:
-        cred = run([munge, "-n"])
-        ok = int(cred.returncode == 0 and run([unmunge], stdin=cred.stdout).returncode == 0)
-    m.set("cluster_munge_ok", "gauge", "1 when a munge credential made here decodes here.", ok)
-    if args.shared_marker:
-        shared = int(os.path.isdir(args.shared_marker) and not os.path.islink(args.shared_marker))
-        m.set(
-            "cluster_shared_fs_ok",
-            "gauge",
-            "1 when the cluster's folder on the shared filesystem is visible on this node.",
-            shared,
-            path=args.shared_marker,
-        )
-    try:
-        with open(args.health_file, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except FileNotFoundError:
-        return  # no node health program here (yet): nothing to say
-    health_metrics(m, doc if isinstance(doc, dict) else {})
+    lib = checks_lib().node
+    cfg = lib.load_config(args.settings)
+    last = lib.load_json(os.path.join(args.health_dir, "last.json"), None)
+    state = lib.load_json(os.path.join(args.health_dir, "state.json"), {})
+    state = json.loads(json.dumps(state)) if isinstance(state, dict) else {}
+    verdicts = check_verdicts(cfg, state, last or {}, args.health_fresh_s, time.time())
+    fam = m.family(
+        "cluster_check_status",
+        "gauge",
+        "1 for the status of each node check of the registry (cluster_checks.py) on this node; "
+        "source: the node health program's last run or the collector's own reading.",
+    )
+    for check, (status, source) in verdicts.items():
+        for each in STATUSES:
+            fam.add(int(each == status), check=check, status=each, source=source)
+    if isinstance(last, dict):
+        health_metrics(m, last)
 
 
 # --------------------------------------------------------------------------- gpu part
 
-XID_RE = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)\): (\d+)")
 NUMBER_RE = re.compile(r"^\s*([-+]?[0-9.]+)")
 UNIT_BYTES = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
 
@@ -178,11 +210,22 @@ def pci_key(domain: str, bus: str, device: str) -> tuple[int, int, int]:
     return (int(domain, 16), int(bus, 16), int(device, 16))
 
 
-def xid_counts(kernel_log: str) -> Counter:
-    """(pci key, xid) -> how often the kernel logged it."""
+def xid_counts(records: list[tuple[int, int, str]]) -> Counter:
+    """(pci key, xid) -> how often the NVIDIA driver logged it, read as gpu.xid reads it.
+
+    `records` are the kernel log's (sequence, facility, message) as
+    gpu_checks.read_kernel_log returns them; only the driver's own message
+    counts (cluster_checks.parse_xid), never text a program placed in a line.
+    """
+    parse_xid = checks_lib().registry.parse_xid
     counts: Counter = Counter()
-    for match in XID_RE.finditer(kernel_log):
-        counts[(pci_key(*match.groups()[:3]), match.group(4))] += 1
+    for _seq, facility, message in records:
+        hit = parse_xid(message, facility)
+        if hit is None:
+            continue
+        parts = re.match(r"([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)", hit[0])
+        if parts:
+            counts[(pci_key(*parts.groups()), str(hit[1]))] += 1
     return counts
 
 
@@ -209,10 +252,10 @@ def ecc_counts(gpu: ET.Element) -> dict[str, float]:
     return out
 
 
-def gpu_metrics(m: Metrics, xml_text: str, kernel_log: str = "") -> int:
-    """GPU metrics from `nvidia-smi -q -x`; returns the number of GPUs."""
+def gpu_metrics(m: Metrics, xml_text: str, records: list | None = None) -> int:
+    """GPU metrics from `nvidia-smi -q -x` and the kernel log's records; the number of GPUs."""
     root = ET.fromstring(xml_text)
-    xids = xid_counts(kernel_log)
+    xids = xid_counts(records or []) if records else Counter()
     gpus = root.findall("gpu")
     for pos, gpu in enumerate(gpus):
         index = gpu.findtext("minor_number") or str(pos)
@@ -266,7 +309,8 @@ def gpu_metrics(m: Metrics, xml_text: str, kernel_log: str = "") -> int:
             "NVIDIA Xid events in the kernel log since boot, by Xid code.",
         )
         for xid, n in sorted(found.items()):
-            fam_xid.add(n, xid=xid, **labels)
+            kind = checks_lib().registry.xid_class(int(xid))
+            fam_xid.add(n, xid=xid, **{"class": kind}, **labels)
         m.set(
             "cluster_gpu_xid_events_total",
             "counter",
@@ -285,8 +329,10 @@ def gpu_part(m: Metrics, args: argparse.Namespace) -> None:
     out = run([smi, "-q", "-x"])
     if out.returncode != 0:
         raise RuntimeError(f"nvidia-smi -q -x exit {out.returncode}")
-    log = run(["journalctl", "-k", "-b", "-o", "cat", "--no-pager", "--grep=NVRM: Xid"])
-    gpu_metrics(m, out.stdout.decode(), log.stdout.decode(errors="replace"))
+    lib = checks_lib()
+    cfg = lib.node.load_config(args.settings)
+    records, _boot = lib.gpu.read_kernel_log(cfg["kernel_log"])
+    gpu_metrics(m, out.stdout.decode(), records)
 
 
 # --------------------------------------------------------------------------- slurm part
@@ -488,8 +534,14 @@ def parse_args(argv: Iterable[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="the node exporter's textfile folder")
     p.add_argument("--parts", default="node,gpu", help="comma list of node, gpu, slurm")
-    p.add_argument("--shared-marker", default="", help="folder that must be visible")
-    p.add_argument("--health-file", default=HEALTH_FILE)
+    p.add_argument("--settings", default=SETTINGS, help="the node's check settings")
+    p.add_argument("--health-dir", default=HEALTH_DIR, help="the node health program's state")
+    p.add_argument(
+        "--health-fresh-s",
+        type=float,
+        default=300,
+        help="the program's last run is this node's verdict while at most this old",
+    )
     p.add_argument("--dbd-host", default="")
     p.add_argument("--dbd-port", type=int, default=6819)
     p.add_argument("--acceptance-prefix", default="acceptance:")
