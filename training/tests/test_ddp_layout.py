@@ -11,7 +11,17 @@ import pytest
 from ddp_launch import interpreters
 
 TRAINING = Path(__file__).resolve().parents[1]
-CONTROLLER_MODULES = ("cli", "launch", "judge", "report", "batch", "modes", "accept", "__main__")
+CONTROLLER_MODULES = (
+    "cli",
+    "launch",
+    "judge",
+    "crashes",
+    "report",
+    "batch",
+    "modes",
+    "accept",
+    "__main__",
+)
 # Run inside a rank but need only the standard library: cheap to import, tested anywhere.
 RANK_STDLIB_MODULES = ("network", "faults")
 # Run inside a rank and import torch at import time; only ``run`` imports them.

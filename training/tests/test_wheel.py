@@ -38,6 +38,7 @@ MODULES = (
     "benchmarks",
     "checks",
     "cli",
+    "crashes",
     "faults",
     "judge",
     "launch",
