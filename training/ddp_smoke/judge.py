@@ -6,7 +6,8 @@ definition of every verdict:
 - each check's pass or fail from the values a rank gathered (world size, unique
   ranks, loss, sampler shards), the floors on the measurements;
 - the figures those rest on: nccl-tests bandwidths, stragglers, scaling efficiency;
-- the job's verdict from the ``rank-<N>.json`` files (``evaluate``).
+- the job's verdict from the ``rank-<N>.json`` files and, for the ranks that wrote
+  none, what the launch printed about them (``evaluate``, ``crashes.Crash``).
 
 Every check returns a result instead of asserting, and names the rank and host
 that disagreed.
@@ -19,6 +20,7 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
+from ddp_smoke.crashes import Crash, waited, without_result
 from ddp_smoke.launch import MeasureOptions
 
 Record = dict[str, object]
@@ -354,21 +356,36 @@ class Verdict:
         return {**body, **self.summary}
 
 
-def evaluate(files: list[RankFile], causes: list[str], expected: int | None) -> Verdict:
-    """PASS only if ranks 0..N-1 each wrote exactly one passing record from the same job."""
+def evaluate(
+    files: list[RankFile], causes: list[str], expected: int | None, crashes: Sequence[Crash] = ()
+) -> Verdict:
+    """PASS only if ranks 0..N-1 each wrote exactly one passing record from the same job.
+
+    ``crashes``, what the launch printed about its tasks (``crashes.LaunchLog``),
+    explain the ranks that wrote no result. One that crashed on its own is a cause,
+    quoting what it raised; the ranks that only waited for it (no result, a failed
+    rendezvous) then go under ``waited``, not into the causes: ``accept`` blames the
+    nodes a cause names. A task that only waited (a rendezvous timeout, ended by
+    srun) is never a cause itself.
+    """
     causes = list(causes)
     by_rank = _index(files, causes)
-    if not files:
-        causes.append("no rank-*.json files: no rank finished (did the job start?)")
     world_size = expected if expected is not None else _agreed_world_size(files, causes)
+    missing = [rank for rank in range(world_size or 0) if rank not in by_rank]
+    complete = world_size is not None and not missing
+    culprits, missing, excused, notes = _explain(crashes, files, missing, complete)
+    if not files and not culprits:
+        causes.append("no rank-*.json files: no rank finished (did the job start?)")
+    causes.extend(_crash_causes(culprits))
+    failed = {**_launch(files), **_crash_summary(culprits, notes)}
     if world_size is None:
-        return Verdict(False, causes, _launch(files))
-    causes.extend(_missing_and_extra(by_rank, world_size))
+        return Verdict(False, causes, failed)
+    causes.extend(_missing_causes(missing) + _extra(by_rank, world_size))
     causes.extend(_wrong_world_size(by_rank.values(), world_size))
     causes.extend(_mixed_jobs(by_rank.values()))
-    causes.extend(_failed(by_rank.values()))
+    causes.extend(_failed(f for f in by_rank.values() if f not in excused))
     if causes:
-        return Verdict(False, causes, _launch(files))
+        return Verdict(False, causes, failed)
     return Verdict(True, summary=_summary([by_rank[rank] for rank in range(world_size)]))
 
 
@@ -395,19 +412,91 @@ def _agreed_world_size(files: list[RankFile], causes: list[str]) -> int | None:
     return max((size for size in sizes if isinstance(size, int)), default=None)
 
 
-def _missing_and_extra(by_rank: dict[int, RankFile], world_size: int) -> list[str]:
-    missing = [rank for rank in range(world_size) if rank not in by_rank]
-    causes = []
+def _missing_causes(missing: list[int]) -> list[str]:
     if len(missing) == 1:
-        causes.append(f"rank {missing[0]} wrote no result: it did not finish")
-    elif missing:
-        causes.append(f"ranks {compact_ranks(missing)} wrote no result: they did not finish")
-    causes += [
+        return [f"rank {missing[0]} wrote no result: it did not finish"]
+    if missing:
+        return [f"ranks {compact_ranks(missing)} wrote no result: they did not finish"]
+    return []
+
+
+def _extra(by_rank: dict[int, RankFile], world_size: int) -> list[str]:
+    return [
         f"unexpected result from {rank_file.who}: the world size is {world_size}"
         for rank, rank_file in sorted(by_rank.items())
         if rank >= world_size
     ]
-    return causes
+
+
+# --- Ranks that wrote no result: what the launch printed (crashes.LaunchLog) ----------
+
+
+def _explain(
+    crashes: Sequence[Crash], files: list[RankFile], missing: list[int], complete: bool
+) -> tuple[list[Crash], list[int], list[RankFile], list[str]]:
+    """The crashes that are causes, the ranks still missing as causes, the rank files
+    excused (a failed rendezvous) and the notes on who waited. The launch's output only
+    explains ranks that wrote no result: it never fails a complete set of rank files."""
+    if complete:
+        return [], missing, [], []
+    crashed = without_result(crashes, [(rank_file.rank, rank_file.record) for rank_file in files])
+    culprits = [crash for crash in crashed if not crash.waited]
+    followers = [crash for crash in crashed if crash.waited]
+    if not culprits:
+        return [], missing, [], _waiting_notes([], [], followers)
+    said = {crash.rank for crash in crashed}
+    excused = [rank_file for rank_file in files if _waited(rank_file)]
+    unsaid = [rank for rank in missing if rank not in said]
+    return culprits, [], excused, _waiting_notes(unsaid, excused, followers)
+
+
+def _crash_causes(crashes: list[Crash]) -> list[str]:
+    """One cause per distinct failure, naming every rank (or task) and node that had it."""
+    groups: dict[str, list[Crash]] = {}
+    for crash in crashes:
+        groups.setdefault(crash.what, []).append(crash)
+    return [
+        f"{_crash_who(members)} {what} before "
+        + ("writing its result" if len(members) == 1 else "writing their results")
+        for what, members in groups.items()
+    ]
+
+
+def _crash_who(members: list[Crash]) -> str:
+    """``rank 1 on node2``, ``ranks 1, 3 on node2, node4``, ``task 1 on node2``, ``a task``."""
+    ranks = sorted(crash.rank for crash in members if crash.rank is not None)
+    tasks = sorted(crash.task for crash in members if crash.task is not None)
+    hosts = list(dict.fromkeys(crash.host for crash in members if crash.host))
+    if len(ranks) == len(members):
+        name = f"rank{'s' if len(ranks) > 1 else ''} {compact_ranks(ranks)}"
+    elif len(tasks) == len(members):
+        name = f"task{'s' if len(tasks) > 1 else ''} {compact_ranks(tasks)}"
+    else:
+        name = "a task" if len(members) == 1 else f"{len(members)} tasks"
+    return f"{name} on {listing(hosts, ', ')}" if hosts else name
+
+
+def _waited(rank_file: RankFile) -> bool:
+    return not _passed(rank_file.record) and waited(str(rank_file.record.get("error") or ""))
+
+
+def _waiting_notes(missing: list[int], excused: list[RankFile], crashes: list[Crash]) -> list[str]:
+    """What the ranks that waited for a crashed one did: wrote nothing, gave up, were ended."""
+    notes = [f"{_crash_who([crash])} {crash.what}" for crash in crashes]
+    if missing:
+        plural = "s" if len(missing) > 1 else ""
+        notes.append(f"rank{plural} {compact_ranks(missing)} wrote no result")
+    return notes + _failed(excused)
+
+
+def _crash_summary(culprits: list[Crash], notes: list[str]) -> Record:
+    """The FAIL body's ``crashed`` and ``waited`` (neither is read as a cause)."""
+    summary: Record = {}
+    if culprits:
+        summary["crashed"] = [crash.to_dict() for crash in culprits]
+    if notes:
+        summary["waited"] = notes
+    return summary
 
 
 def _wrong_world_size(files: Iterable[RankFile], world_size: int) -> list[str]:

@@ -14,13 +14,16 @@ For each mode, in order: make its folder (and write ``smoke.sbatch`` where a
 Slurm's "completing" state (the previous mode's epilog: a job asked for then
 waits for a later scheduling pass, a batch job up to batch_sched_delay),
 launch with the launch's output passed on to stderr, then judge the rank
-files (``ddp_smoke.report``, written to ``report.json`` in the folder). One
+files (``ddp_smoke.report``, written to ``report.json`` in the folder) with what
+the launch's output, and a batch job's ``slurm-<id>.out`` in the folder, say of
+the tasks that ended before they wrote one (``crashes.LaunchLog``). One
 line of JSON per mode goes to stdout as soon as the mode ends (an outcome,
 ``outcome()``); a mode that fails does not stop the next one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -30,11 +33,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from ddp_smoke.crashes import LaunchLog
 from ddp_smoke.report import render, report, write_json_atomic
 
 # The launcher's own failures (the folder, the batch script): no launch ran.
 LAUNCHER_FAILED = 97
 TAIL_LINES = 6
+# The modes whose srun tasks are the ranks; torchrun and spawn run one task per node.
+TASK_PER_RANK = frozenset({"srun", "sbatch"})
 SETTLE_POLL_S = 0.1
 
 
@@ -63,10 +69,14 @@ def settle(nodes: str, limit_s: float, busy: Callable[[str], bool] = completing)
     return round(time.monotonic() - started, 3)
 
 
-def launch(argv: Sequence[str], echo: IO[str] | None = None) -> tuple[int, list[str]]:
-    """Run ``argv`` (stdin closed), passing its output on to ``echo`` (stderr); its exit
-    status and its last lines. A command that cannot start is exit 127 with the reason."""
+def launch(
+    argv: Sequence[str], echo: IO[str] | None = None, log: LaunchLog | None = None
+) -> tuple[int, list[str]]:
+    """Run ``argv`` (stdin closed), passing its output on to ``echo`` (stderr) and ``log``;
+    its exit status and its last lines. A command that cannot start is exit 127 with the
+    reason."""
     out = echo or sys.stderr
+    log = log or LaunchLog()
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     try:
         proc = subprocess.Popen(
@@ -84,6 +94,7 @@ def launch(argv: Sequence[str], echo: IO[str] | None = None) -> tuple[int, list[
     assert proc.stdout is not None
     for line in proc.stdout:
         out.write(line)
+        log.feed(line)
         tail.append(line.rstrip("\n"))
     out.flush()
     return proc.wait(), list(tail)
@@ -118,6 +129,15 @@ def outcome(
     }
 
 
+def read_job_output(folder: Path, log: LaunchLog) -> LaunchLog:
+    """``log`` after the batch job's output files in ``folder`` (``slurm-<id>.out``, where
+    the role's batch script writes the ranks' output; a fresh folder per run holds one)."""
+    for path in sorted(folder.glob("slurm-*.out")):
+        with contextlib.suppress(OSError):  # a log that cannot be read only says less
+            log.read(path)
+    return log
+
+
 def run_mode(spec: Mapping[str, Any], world_size: int, nodes: str, settle_s: float) -> dict:
     mode, folder = str(spec["mode"]), Path(spec["dir"])
     try:
@@ -130,11 +150,13 @@ def run_mode(spec: Mapping[str, Any], world_size: int, nodes: str, settle_s: flo
         return outcome(mode, LAUNCHER_FAILED, 0.0, None, [line])
     started = time.monotonic()
     settle(nodes, settle_s)
-    rc, tail = launch([str(arg) for arg in spec["argv"]])
+    log = LaunchLog()
+    rc, tail = launch([str(arg) for arg in spec["argv"]], log=log)
     launch_s = time.monotonic() - started
     body: dict[str, Any] | None
     try:
-        body = report(folder, world_size).to_dict()
+        crashes = read_job_output(folder, log).crashes(task_is_rank=mode in TASK_PER_RANK)
+        body = report(folder, world_size, crashes).to_dict()
         write_json_atomic(folder / "report.json", body)
     except (OSError, ValueError) as exc:
         body = None

@@ -1,8 +1,9 @@
 """The controller's side of the results: files, ``report`` and ``plot``. Standard library only.
 
 - Result files: names, and the atomic JSON writes every result goes through.
-- ``report``: read a job's ``rank-<N>.json`` files, judge them (``judge.evaluate``),
-  and render the verdict as a short text table for a play to print.
+- ``report``: read a job's ``rank-<N>.json`` files, judge them with what the launch
+  printed about ranks that wrote none (``judge.evaluate``), and render the verdict
+  as a short text table for a play to print.
 - ``plot``: one PNG from one or more ``report`` JSON files (one per launch mode).
   Left: all_reduce busbw against message size, one line per report. Right: each
   rank's compute throughput, one group of bars per report. matplotlib is imported
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ddp_smoke.crashes import Crash
 from ddp_smoke.judge import RankFile, Verdict, evaluate
 
 Record = dict[str, object]
@@ -69,10 +71,12 @@ def load(result_dir: Path) -> tuple[list[RankFile], list[str]]:
     return files, causes
 
 
-def report(result_dir: Path, expected: int | None) -> Verdict:
-    """The verdict on the rank files in ``result_dir`` (also used by ``tools/gpu_check.py``)."""
+def report(result_dir: Path, expected: int | None, crashes: Sequence[Crash] = ()) -> Verdict:
+    """The verdict on the rank files in ``result_dir`` (also used by ``tools/gpu_check.py``),
+    and on the ``crashes`` the launch printed (``crashes.LaunchLog``) of ranks that wrote none.
+    """
     files, causes = load(result_dir)
-    return evaluate(files, causes, expected)
+    return evaluate(files, causes, expected, crashes)
 
 
 # --- The text table -------------------------------------------------------------------
@@ -88,6 +92,7 @@ def render(body: Record) -> str:
         causes = body.get("causes")
         lines = [f"ddp_smoke FAIL{_launch_line(body)}"]
         lines += [f"  - {cause}" for cause in _items(causes)]
+        lines += [f"  (waited, not a cause: {note})" for note in _items(body.get("waited"))]
         return "\n".join(lines)
     measurements = body.get("measurements")
     parts = measurements if isinstance(measurements, dict) else {}
