@@ -20,8 +20,7 @@ COMPUTE = ["node1", "node2"]
 # Families every node exports (label instance = the inventory name).
 NODE_FAMILIES = [
     "node_load1",
-    "cluster_munge_ok",
-    "cluster_shared_fs_ok",
+    "cluster_check_status",
     "cluster_textfile_part_ok",
 ]
 # Families the controller exports per Slurm node (label node).
@@ -112,8 +111,9 @@ def test_cluster_wide_families() -> None:
 
 
 def test_munge_and_shared_fs_healthy() -> None:
-    assert sorted(r["metric"]["instance"] for r in query("cluster_munge_ok == 1")) == NODES
-    assert sorted(r["metric"]["instance"] for r in query("cluster_shared_fs_ok == 1")) == NODES
+    for check in ("munge.local", "shared.fs", "services"):
+        expr = f'cluster_check_status{{check="{check}",status="PASS"}} == 1'
+        assert sorted(r["metric"]["instance"] for r in query(expr)) == NODES, check
 
 
 def test_rules_loaded_and_quiet() -> None:
@@ -122,7 +122,9 @@ def test_rules_loaded_and_quiet() -> None:
         '"http://127.0.0.1:9090/api/v1/rules", timeout=10).read().decode())\''
     )
     rules = json.loads(out.stdout)["data"]["groups"][0]["rules"]
-    assert len(rules) == 10
+    # One rule per alert of the check registry (cluster_checks.py).
+    assert len(rules) == 18
+    assert all(r["labels"]["check"] for r in rules)
     assert [r["name"] for r in rules if r["state"] == "firing"] == []
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from conftest import host
+
 ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "results"
 
@@ -60,3 +62,27 @@ def test_smoke_job_fails_naming_the_bad_rank(run_playbook) -> None:
     summary = newest_report()
     assert summary["verdict"] == "FAIL"
     assert [m["passed"] for m in summary["modes"]] == [False, False]
+
+
+def test_a_venv_without_torch_stops_the_smoke_job_naming_that_node(run_playbook) -> None:
+    """torch gone from node2's venv: the doctor finds it (without importing torch) before
+    anything launches, naming node2 and the import error; node1 is not blamed."""
+    node2 = host("node2")
+    where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    site = node2.check_output(f'/opt/pytorch/venv/bin/python -I -c "{where}"')
+    moved = node2.run(f"mv {site}/torch {site}/torch.hidden-by-test")
+    assert moved.rc == 0, moved.stderr
+    try:
+        result = run_playbook("smoke_train.yml", "-e", '{"smoke_train_modes": ["srun"]}')
+    finally:
+        node2.run(f"mv {site}/torch.hidden-by-test {site}/torch")
+    out = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0, out
+    assert (
+        "node2 torch.venv: torch not found in /opt/pytorch/venv/bin/python: "
+        "ModuleNotFoundError: No module named 'torch'" in out
+    )
+    assert "node1 torch.venv" not in out
+    # Stopped at the doctor: no rank was launched.
+    assert "Smoke job FAILED" not in out
+    assert "Doctor FAIL" in out
