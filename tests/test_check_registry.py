@@ -19,7 +19,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -237,8 +236,7 @@ def test_a_node_check_fails_on_its_fixture_in_each_of_its_uses(
             assert ("node1", check) in [(c["host"], c["check"]) for c in rep["causes"]]
         if use == "collector":
             alone = cfg | {"skip": [i for i in node_ids() if i != check]}
-            verdicts = COLLECTOR.check_verdicts(alone, {}, {}, 180, time.time())
-            assert verdicts[check] == ("FAIL", "collector")
+            assert COLLECTOR.check_verdicts(alone, {})[check] == "FAIL"
     if "alert" in spec.uses:
         assert_rule_fires(check)
 
@@ -252,9 +250,9 @@ def assert_rule_fires(check: str) -> None:
     assert mine, f"no rule fires on {check}'s verdict"
     m = COLLECTOR.Metrics()
     fam = m.family("cluster_check_status", "gauge", "status")
-    fam.add(1, check=check, status="FAIL", source="collector")
+    fam.add(1, check=check, status="FAIL")
     got = parse(m.render())
-    assert sample(got, "cluster_check_status", check=check, status="FAIL", source="collector") == 1
+    assert sample(got, "cluster_check_status", check=check, status="FAIL") == 1
     assert mine[0]["expr"] == f'cluster_check_status{{check="{check}",status="FAIL"}} == 1'
 
 
@@ -415,8 +413,7 @@ def test_a_check_added_in_one_place_shows_up_in_all_four(
     assert "test.new" in rep["checks"]
     assert ("node1", "test.new") in [(c["host"], c["check"]) for c in rep["causes"]]
     # The collector.
-    verdicts = COLLECTOR.check_verdicts(cfg, {}, {}, 180, time.time())
-    assert verdicts["test.new"] == ("FAIL", "collector")
+    assert COLLECTOR.check_verdicts(cfg, {})["test.new"] == "FAIL"
     # The alert rules.
     rules = registry.alert_rules({"node": 1, "daemon": 1})["groups"][0]["rules"]
     assert [r["expr"] for r in rules if r["alert"] == "TestNew"] == [
@@ -434,7 +431,7 @@ def test_promtool_fires_every_node_rule_on_its_check_fail(tmp_path: Path) -> Non
     series = [
         {
             "series": 'cluster_check_status{instance="n1",job="node",'
-            f'check="{r["labels"]["check"]}",status="FAIL",source="health"}}',
+            f'check="{r["labels"]["check"]}",status="FAIL"}}',
             "values": "1x5",
         }
         for r in node_rules
@@ -457,7 +454,6 @@ def test_promtool_fires_every_node_rule_on_its_check_fail(tmp_path: Path) -> Non
                                     "job": "node",
                                     "check": r["labels"]["check"],
                                     "status": "FAIL",
-                                    "source": "health",
                                     "severity": r["labels"]["severity"],
                                 },
                                 "exp_annotations": {

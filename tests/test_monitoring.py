@@ -137,19 +137,22 @@ def settings(tmp_path: Path, **over: object) -> Path:
     return path
 
 
-def test_a_fresh_health_run_is_the_verdict_of_the_checks_it_runs(tmp_path: Path) -> None:
-    last = json.loads((MON / "health-last-fail.json").read_text())
-    cfg = C.checks_lib().node.load_config(str(settings(tmp_path)))
-    now = last["time"] + 30
-    got = C.check_verdicts(cfg, {}, last, 180, now)
-    assert got["shared.fs"] == ("FAIL", "health")
-    assert got["munge.local"] == ("PASS", "health")
-    # The collector's own reading of the others (disk.free is the program's too,
-    # but absent from this last.json: read now).
-    assert got["disk.free"] == ("PASS", "collector")
-    # A stale last run is not taken: every check is read now.
-    stale = C.check_verdicts(cfg, {}, last, 180, last["time"] + 600)
-    assert {src for _st, src in stale.values()} == {"collector"}
+def test_the_collector_judges_with_the_readers_and_the_programs_kept_state(
+    tmp_path: Path,
+) -> None:
+    """A fatal Xid the program keeps (its line long gone) is FAIL here too: alert = drain."""
+    log = tmp_path / "kmsg"
+    log.write_text("")
+    cfg = C.checks_lib().node.load_config(
+        str(settings(tmp_path, gpus=1, nvidia_smi=str(tmp_path / "none"), kernel_log=str(log)))
+    )
+    kept = {"xid": {"boot": f"file:{log.stat().st_ino}", "seen": 7, "pending": [
+        {"boot": "b", "seq": 7, "code": 79, "bus": "0000:3b:00", "time": 1.0}]}}  # fmt: skip
+    got = C.check_verdicts(cfg, kept)
+    assert got["gpu.xid"] == "FAIL"
+    assert got["disk.free"] == "PASS"
+    assert kept["xid"]["seen"] == 7  # the program's state as it was: a copy is judged
+    assert C.check_verdicts(cfg, {})["gpu.xid"] == "PASS"
 
 
 def fake_bin(folder: Path, name: str, script: str) -> None:
@@ -201,9 +204,9 @@ def test_main_writes_every_part(tmp_path: Path, fake_path: Path) -> None:
     assert sorted(files) == [f"slurm_cluster_{p}.prom" for p in ("gpu", "node", "slurm")]
     node = parse(files["slurm_cluster_node.prom"])
     status = "cluster_check_status"
-    assert sample(node, status, check="shared.fs", status="FAIL", source="health") == 1
-    assert sample(node, status, check="shared.fs", status="PASS", source="health") == 0
-    assert sample(node, status, check="munge.local", status="PASS", source="health") == 1
+    assert sample(node, status, check="munge.local", status="PASS") == 1
+    assert sample(node, status, check="munge.local", status="FAIL") == 0
+    assert sample(node, "cluster_health_verdict_ok") == 0
     slurm = parse(files["slurm_cluster_slurm.prom"])
     assert sample(slurm, "slurm_daemon_up", daemon="slurmctld") == 1
     assert sample(slurm, "slurm_daemon_up", daemon="slurmdbd") == 0  # nothing on port 1
@@ -230,10 +233,10 @@ def test_main_faults_munge_shared_fs_and_slurmctld(tmp_path: Path, fake_path: Pa
     files = run_main(tmp_path, "node,slurm", None, cfg)
     node = parse(files["slurm_cluster_node.prom"])
     status = "cluster_check_status"
-    assert sample(node, status, check="munge.local", status="FAIL", source="collector") == 1
-    assert sample(node, status, check="shared.fs", status="FAIL", source="collector") == 1
+    assert sample(node, status, check="munge.local", status="FAIL") == 1
+    assert sample(node, status, check="shared.fs", status="FAIL") == 1
     # The accounting daemon stopped: the services check names it, as the doctor does.
-    assert sample(node, status, check="services", status="FAIL", source="collector") == 1
+    assert sample(node, status, check="services", status="FAIL") == 1
     assert not any(k[0].startswith("cluster_health_") for k in node)  # no last.json: quiet
     slurm = parse(files["slurm_cluster_slurm.prom"])
     assert sample(slurm, "slurm_daemon_up", daemon="slurmctld") == 0

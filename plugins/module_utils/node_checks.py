@@ -233,9 +233,8 @@ def check_services(ctx: Context) -> tuple[str, str, str]:
     return "PASS", f"{len(wanted)} units active: {', '.join(wanted)}", ""
 
 
-Runner = Callable[[Context], tuple]
 # The reader of each node-scope check of the registry (a test holds them one to one).
-RUNNERS: dict[str, Runner] = {
+RUNNERS: dict[str, Callable[[Context], tuple]] = {
     "services": check_services,
     "munge.local": check_munge,
     "clock.sync": check_clock,

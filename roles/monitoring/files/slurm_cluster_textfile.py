@@ -16,10 +16,9 @@ node health program reach, exported as ``cluster_check_status{check,status}``
 (the alert rules are generated from the same registry).
 
 Parts:
-  node     every node check of the registry with use "collector": the node
-           health program's own verdict where it ran lately (last.json; what
-           drains the node is what alerts), the reader's now for the others;
-           and the program's last run
+  node     every node check of the registry with use "collector", judged now
+           by its reader with the node health program's kept state (what
+           drains the node is what alerts); and the program's last run
   gpu      nvidia-smi -q -x and the NVIDIA driver's Xid messages in the kernel
            log, read and classed as the gpu.xid check does (only where nvidia-smi is)
   slurm    the controller's view: nodes, drains, jobs, CPUs/GPUs, daemons
@@ -151,28 +150,17 @@ def health_metrics(m: Metrics, doc: dict) -> None:
         )
 
 
-def check_verdicts(cfg: dict, state: dict, last: dict, fresh_s: float, now: float) -> dict:
-    """{check id: (status, source)} of every node check with use collector that applies here.
+def check_verdicts(cfg: dict, state: dict) -> dict:
+    """{check id: status} of every node check with use collector that applies here.
 
-    A check the node health program runs (use health) is taken from its last
-    run while that is at most `fresh_s` old: the alert then says what the
-    drain says. The others, and all of them without a fresh run, are judged
-    now by their reader (a copy of the program's state: nothing is written).
+    Judged now by each check's one reader, the reader the node health program
+    and the doctor's probe call, with the program's kept state (a fatal Xid
+    not yet acknowledged) read from a copy: nothing is written. The alert
+    then fires on the verdict that drains the node, one collector interval
+    after the fault rather than one health interval.
     """
     lib = checks_lib().node
-    wanted = set(lib.node_check_ids("collector"))
-    taken: dict = {}
-    when = last.get("time") if isinstance(last, dict) else None
-    if isinstance(when, (int, float)) and now - when <= fresh_s:
-        health = set(lib.node_check_ids("health"))
-        for c in last.get("checks") or []:
-            if c.get("id") in wanted & health and c.get("status") in STATUSES:
-                taken[c["id"]] = (c["status"], "health")
-    rest = sorted(wanted - set(taken))
-    if rest:
-        for r in lib.run_checks(cfg, state, only=rest, use="collector"):
-            taken[r.id] = (r.status, "collector")
-    return taken
+    return {r.id: r.status for r in lib.run_checks(cfg, state, use="collector")}
 
 
 def node_part(m: Metrics, args: argparse.Namespace) -> None:
@@ -181,16 +169,15 @@ def node_part(m: Metrics, args: argparse.Namespace) -> None:
     last = lib.load_json(os.path.join(args.health_dir, "last.json"), None)
     state = lib.load_json(os.path.join(args.health_dir, "state.json"), {})
     state = json.loads(json.dumps(state)) if isinstance(state, dict) else {}
-    verdicts = check_verdicts(cfg, state, last or {}, args.health_fresh_s, time.time())
     fam = m.family(
         "cluster_check_status",
         "gauge",
-        "1 for the status of each node check of the registry (cluster_checks.py) on this node; "
-        "source: the node health program's last run or the collector's own reading.",
+        "1 for the status of each node check of the registry (cluster_checks.py) on this node, "
+        "as its reader judges it now.",
     )
-    for check, (status, source) in verdicts.items():
+    for check, status in check_verdicts(cfg, state).items():
         for each in STATUSES:
-            fam.add(int(each == status), check=check, status=each, source=source)
+            fam.add(int(each == status), check=check, status=each)
     if isinstance(last, dict):
         health_metrics(m, last)
 
@@ -536,12 +523,6 @@ def parse_args(argv: Iterable[str] | None = None) -> argparse.Namespace:
     p.add_argument("--parts", default="node,gpu", help="comma list of node, gpu, slurm")
     p.add_argument("--settings", default=SETTINGS, help="the node's check settings")
     p.add_argument("--health-dir", default=HEALTH_DIR, help="the node health program's state")
-    p.add_argument(
-        "--health-fresh-s",
-        type=float,
-        default=300,
-        help="the program's last run is this node's verdict while at most this old",
-    )
     p.add_argument("--dbd-host", default="")
     p.add_argument("--dbd-port", type=int, default=6819)
     p.add_argument("--acceptance-prefix", default="acceptance:")
