@@ -416,6 +416,10 @@ def test_a_group_value_wrong_on_every_host_is_reported_once() -> None:
             "cluster_health_disk_free_mib[tmp]=10 names no",
         ),
         ("cluster_health_disk_free_mib", {"/": -1}, "is not a whole number of MiB >= 0"),
+        # A key or a number with a newline would reach the settings file as written.
+        ("cluster_health_disk_free_mib", {"/scratch\n": 10}, "names no absolute path of safe"),
+        ("cluster_health_disk_free_mib", {"/": "5\n"}, "is not a whole number of MiB >= 0"),
+        ("cluster_health_interval", "60\n", "is not a whole number in 5-3600"),
         ("cluster_health_clock_max_offset_s", "soon", "is not a number in 0.001-240"),
         ("cluster_health_timeout_s", 60, "is not a number in 0.5-15"),
         ("cluster_health_skip", ["gpu.ecc", "gpu.temp"], "names gpu.temp, not a health check"),
@@ -438,6 +442,18 @@ def test_bad_health_settings_are_named(var, value, words) -> None:
     assert len(problems) == 1, problems
     assert problems[0].startswith(f"all hosts: {var}")
     assert words in problems[0]
+
+
+@pytest.mark.parametrize("name", ["default", "DEFAULT", "Default"])
+def test_slurms_reserved_partition_name_is_refused(name: str) -> None:
+    parts = [{"name": name, "default": True}, {"name": "gpu"}]
+    hv = {h: {"slurm_common_partitions": parts} for h in ("ctl", "node1")}
+    problems = ic.inventory_problems(hv, {"all": ["ctl", "node1"], "slurm_compute": ["node1"]})
+    assert problems == [
+        f"all hosts: slurm_common_partitions[0].name={name!r} is Slurm's reserved name: "
+        "PartitionName=DEFAULT, in any case, is the line of every partition's defaults, so "
+        "this partition would not exist. Fix: choose another name (e.g. main)"
+    ]
 
 
 def test_good_health_settings_pass() -> None:

@@ -26,6 +26,7 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.inventory_val
     PARTITION_KEYS,
     PARTITION_NAME,
     PORTS,
+    SAFE_PATH,
     SLURM_CONF_KEYS,
     SLURM_NAME,
     TIME_FIX,
@@ -102,6 +103,15 @@ def _partitions(c: _Check, host: str, value: Any) -> None:
                 part["name"],
                 "is not a partition name (no spaces, = or ,)",
                 "use letters, digits, _ . -",
+            )
+        elif str(part["name"]).lower() == "default":
+            c.bad(
+                host,
+                f"{where}.name",
+                part["name"],
+                "is Slurm's reserved name: PartitionName=DEFAULT, in any case, is the line "
+                "of every partition's defaults, so this partition would not exist",
+                "choose another name (e.g. main)",
             )
         if "max_time" in part and not slurm_time_ok(part["max_time"]):
             c.bad(host, f"{where}.max_time", part["max_time"], "is not a Slurm time", TIME_FIX)
@@ -434,8 +444,11 @@ def _health_disk(c: _Check, host: str, value: Any) -> None:
         c.bad(host, var, value, "is not a mapping", fix)
         return
     for path, mib in value.items():
-        if path != "spool" and not str(path).startswith("/"):
-            c.bad(host, f"{var}[{path}]", mib, "names no absolute path", fix)
+        # The whole key: a newline or a space in it would reach the settings file.
+        if path != "spool" and (
+            not SAFE_PATH.fullmatch(str(path)) or "/../" in f"{path}/" or "/./" in f"{path}/"
+        ):
+            c.bad(host, f"{var}[{path}]", mib, "names no absolute path of safe characters", fix)
         elif _int(mib) is None or _int(mib) < 0:
             c.bad(host, f"{var}[{path}]", mib, "is not a whole number of MiB >= 0", fix)
 

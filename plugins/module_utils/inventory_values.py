@@ -190,7 +190,8 @@ def _int(value: object) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+    # The whole string: "5\n" or " 5" is not a number (it would reach a file as typed).
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value):
         return int(value)
     return None
 
