@@ -11,6 +11,7 @@ import binascii
 import copy
 import os
 import pwd
+import subprocess
 import sys
 from pathlib import Path
 
@@ -387,3 +388,33 @@ def test_shared_tree_writes_a_binary_file_from_base64(anchor: Path) -> None:
     assert (folder / "ddp_smoke.whl").read_bytes() == wheel
     with pytest.raises(binascii.Error):
         shared_tree.write(str(anchor), {**spec, "content": "not base64!"}, False)
+
+
+def test_the_keys_helper_runs_python_isolated_from_what_the_user_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A .pth file in the user's site folder does not run: the helper is python3 -I."""
+    import lab_users
+
+    assert lab_users.KEYS_ARGV[:2] == ["/usr/bin/python3", "-I"]
+    home = tmp_path / "home"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "PYTHONUSERBASE": str(home / ".local")}
+    site = Path(
+        subprocess.run(
+            ["/usr/bin/python3", "-c", "import site; print(site.getusersitepackages())"],
+            env=env, capture_output=True, text=True, check=True,
+        ).stdout.strip()
+    )  # fmt: skip
+    site.mkdir(parents=True)
+    (site / "evil.pth").write_text(f"import os; open({str(tmp_path / 'ran')!r}, 'w')\n")
+    done = subprocess.run(
+        [*lab_users.KEYS_ARGV, '["ssh-ed25519 AAAA alice"]', str(home)],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (home / ".ssh" / "authorized_keys").read_text() == "ssh-ed25519 AAAA alice\n"
+    assert not (tmp_path / "ran").exists()
+    # The same helper without -I runs the user's file: the test can fail.
+    plain = [a for a in lab_users.KEYS_ARGV if a != "-I"]
+    subprocess.run([*plain, "[]", str(home)], env=env, capture_output=True, check=False)
+    assert (tmp_path / "ran").exists()

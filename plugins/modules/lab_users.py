@@ -139,6 +139,9 @@ print(len(missing))
 """
 
 
+KEYS_ARGV = ["/usr/bin/python3", "-I", "-c", KEYS_SNIPPET]
+
+
 def run(module: AnsibleModule, argv: list[str]) -> None:
     rc, out, err = module.run_command(argv)
     if rc != 0:
@@ -194,8 +197,10 @@ def add_keys(module: AnsibleModule, user: dict, home: str) -> bool:
     if not keys:
         return False
     uid, gid = int(user["uid"]), int(user.get("gid", user["uid"]))
+    # Isolated (-I): no user site, no PYTHON* variables, not even a .pth file
+    # the user left in ~/.local runs on every site.yml.
     proc = subprocess.run(
-        ["python3", "-c", KEYS_SNIPPET, json.dumps(keys), home],
+        [*KEYS_ARGV, json.dumps(keys), home],
         user=uid,
         group=gid,
         extra_groups=[],
