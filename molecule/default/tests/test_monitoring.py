@@ -123,7 +123,7 @@ def test_rules_loaded_and_quiet() -> None:
     )
     rules = json.loads(out.stdout)["data"]["groups"][0]["rules"]
     # One rule per alert of the check registry (cluster_checks.py).
-    assert len(rules) == 18
+    assert len(rules) == 17
     assert all(r["labels"]["check"] for r in rules)
     assert [r["name"] for r in rules if r["state"] == "firing"] == []
 
