@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -226,17 +229,69 @@ def test_config_fetched_compares_slurmds_copy_with_the_controllers(tmp_path, mon
 def test_the_shared_token_is_read_only_from_roots_own_files(tmp_path) -> None:
     check = tmp_path / "check"
     check.mkdir(mode=0o755)
-    assert node_checks.read_token(str(check)) == f"no token file in {check}"
+    top = str(tmp_path)  # the shared mount point: trusted as it is
+    assert node_checks.read_token(str(check), top) == f"no token file in {check}"
     (check / "123-3").write_text("123-3")
     if os.geteuid() == 0:
-        assert node_checks.read_token(str(check)) == ""
+        assert node_checks.read_token(str(check), top) == ""
     # A link in place of the folder, or of a folder on the way, is not followed.
     link = tmp_path / "link"
     link.symlink_to(tmp_path)
-    assert node_checks.read_token(str(link)) == f"{link} is a link or not a folder"
-    assert node_checks.read_token(str(link / "check")) == f"{link} is a link or not a folder"
+    assert node_checks.read_token(str(link), top) == f"{link} is a link or not a folder"
+    assert node_checks.read_token(str(link / "check"), top) == f"{link} is a link or not a folder"
     check.chmod(0o777)
-    assert node_checks.read_token(str(check)) == f"{check} is not root's own folder"
+    assert node_checks.read_token(str(check), top).startswith(
+        f"{check} is not root's own folder (owner "
+    )
+    # Without a mount point every folder on the way counts, /tmp (1777) too.
+    check.chmod(0o755)
+    assert node_checks.read_token(str(check)).startswith("/tmp is not root's own folder")
+
+
+UNSHARE = shutil.which("unshare")
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or UNSHARE is None, reason="needs root and unshare for a private mount"
+)
+def test_trust_counts_from_a_share_mounted_two_levels_deep(tmp_path) -> None:
+    """A share mounted at <1777 folder>/lab/shared, its mount point 1777 and a lab user's:
+    the token is found (only the folders below the mount point must be root's); a
+    user's folder below the mount point is refused."""
+    base = tmp_path / "scratch"
+    base.mkdir()
+    base.chmod(0o1777)
+    point = base / "lab" / "shared"
+    point.mkdir(parents=True)
+    os.chown(base / "lab", 4242, 4242)
+    script = f"""
+set -e
+mount -t tmpfs -o mode=1777 tmpfs {point}
+chown 4242:4242 {point}
+mkdir -m 0755 {point}/.cluster {point}/.cluster/shared-fs-check
+echo -n 7-1 > {point}/.cluster/shared-fs-check/7-1
+{sys.executable} - <<'PY'
+import json, sys
+sys.path.insert(0, {str(ROOT / "collections")!r})
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import node_checks as n
+cfg = {{**n.DEFAULTS, "node": "n1", "shared_path": {str(point)!r},
+        "shared_check_dir": {str(point / ".cluster/shared-fs-check")!r}}}
+first = n.run_checks(cfg, {{}}, only=["shared.fs"], use="health")[0]
+PY_OUT = [first.status, first.message]
+import os
+os.chown({str(point / ".cluster")!r}, 4242, 4242)
+second = n.run_checks(cfg, {{}}, only=["shared.fs"], use="health")[0]
+print(json.dumps(PY_OUT + [second.status, second.message]))
+PY
+"""
+    done = subprocess.run(
+        [UNSHARE, "-m", "sh", "-c", script], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    status, message, status2, message2 = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (status, message) == ("PASS", f"{point} is tmpfs from tmpfs, writable by root")
+    assert status2 == "FAIL"
+    assert f"{point}/.cluster is not root's own folder (owner 4242, mode 0755)" in message2
 
 
 def test_shared_fs_names_a_local_folder_in_place_of_the_mount(tmp_path) -> None:

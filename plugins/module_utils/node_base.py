@@ -210,15 +210,19 @@ def shared_write(cfg: dict) -> dict:
     return as_user(cfg["job_user"], ["sh", "-c", script, "sh", cfg["job_dir"]], cfg["timeout_s"])
 
 
-def open_root_dir(path: str) -> int:
+def open_root_dir(path: str, trusted: str = "") -> int:
     """A descriptor of root's folder `path`, each component opened without following a link.
 
-    Raises OSError naming the component that is a link, missing, or (below
-    the first two levels: the mount point may be the lab's 1777 folder) a
-    folder someone other than root owns or may write.
+    Every component below `trusted` (the shared filesystem's mount point,
+    which may be the lab's 1777 folder, however deep it is mounted) must be
+    root's own and writable by no one else; with no `trusted` (or one that
+    `path` is not under) every component must be. Raises OSError naming the
+    component that is a link, missing, or someone else's.
     """
-    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
     parts = [p for p in path.split("/") if p]
+    base = [p for p in trusted.split("/") if p]
+    start = len(base) if base and parts[: len(base)] == base else 0
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
     try:
         for depth, part in enumerate(parts):
             try:
@@ -231,22 +235,28 @@ def open_root_dir(path: str) -> int:
             os.close(fd)
             fd = nxt
             st = os.fstat(fd)
-            if depth >= 2 and (st.st_uid != 0 or st.st_mode & 0o022):
+            if depth >= start and (st.st_uid != 0 or st.st_mode & 0o022):
                 where = "/" + "/".join(parts[: depth + 1])
-                raise OSError(errno.EPERM, f"{where} is not root's own folder")
+                owner = owner_names(st.st_uid, st.st_gid)[0]
+                raise OSError(
+                    errno.EPERM,
+                    f"{where} is not root's own folder (owner {owner}, mode "
+                    f"{st.st_mode & 0o7777:04o})",
+                )
         return fd
     except BaseException:
         os.close(fd)
         raise
 
 
-def read_token(check_dir: str) -> str:
+def read_token(check_dir: str, trusted: str = "") -> str:
     """'' when the check folder holds root's token file (its name is its content), else why not.
 
-    Root follows no link on the way and reads only its own files there.
+    Root follows no link on the way, trusts no folder below `trusted` (the
+    shared mount point) that is not its own, and reads only its own files there.
     """
     try:
-        fd = open_root_dir(check_dir)
+        fd = open_root_dir(check_dir, trusted)
     except OSError as exc:
         return exc.strerror or str(exc)
     try:

@@ -138,7 +138,8 @@ def check_shared(ctx: Context) -> tuple[str, str]:
             "not the cluster's shared filesystem"
         )
     fstype = mount.get("fstype", "?")
-    missing = read_token(cfg["shared_check_dir"]) if cfg["shared_check_dir"] else ""
+    # Trust counts from the mount point: it may be a 1777 folder, at any depth.
+    missing = read_token(cfg["shared_check_dir"], path) if cfg["shared_check_dir"] else ""
     if missing:
         return "FAIL", (
             f"{path} is {fstype} ({mount.get('source', '?')}), "
