@@ -418,3 +418,22 @@ def test_the_keys_helper_runs_python_isolated_from_what_the_user_wrote(
     plain = [a for a in lab_users.KEYS_ARGV if a != "-I"]
     subprocess.run([*plain, "[]", str(home)], env=env, capture_output=True, check=False)
     assert (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("group", ["sudo", "root", "docker", "shadow", "munge", "clusterproof"])
+def test_a_privileged_group_needs_the_users_own_opt_in(group: str) -> None:
+    """sudo, root, docker, shadow, the daemons' groups or the proof account's: refused until
+    the same user names it in privileged_groups."""
+    alice = {**ALICE, "groups": ["video", group]}
+    found = problems(cluster_users=[alice, BOB])
+    assert found == [
+        f"all hosts: cluster_users[0].groups=['video', '{group}'] gives alice the privileged "
+        f"group {group} (root, the cluster's key or secrets, or the proof account's results). "
+        f"Fix: remove it, or opt in for this user: privileged_groups: ['{group}']"
+    ]
+    # The opt-in is per user: alice's does not cover bob.
+    alice["privileged_groups"] = [group]
+    bob = {**BOB, "groups": [group]}
+    found = problems(cluster_users=[alice, bob])
+    assert len(found) == 1 and found[0].startswith("all hosts: cluster_users[1].groups="), found
+    assert problems(cluster_users=[alice, BOB]) == []

@@ -32,7 +32,25 @@ HOST_NAME = re.compile(r"(?i)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 SAFE_PATH = re.compile(r"/[A-Za-z0-9._/+-]*")
 # The lowest uid/gid of a lab user (below: system accounts).
 MIN_USER_ID = 1000
-USER_KEYS = {"name", "uid", "group", "gid", "groups", "comment", "shell", "ssh_keys", "accounts"}
+USER_KEYS = {
+    "name",
+    "uid",
+    "group",
+    "gid",
+    "groups",
+    "privileged_groups",
+    "comment",
+    "shell",
+    "ssh_keys",
+    "accounts",
+}
+# Groups that hand a member root, the key every daemon trusts, the cluster's
+# secrets or its logs: a lab user joins one only when the inventory names it
+# again in that user's privileged_groups (an explicit opt-in per user).
+PRIVILEGED_GROUPS = {
+    "root", "sudo", "wheel", "admin", "adm", "docker", "lxd", "libvirt", "disk", "shadow",
+    "staff", "systemd-journal", "munge", "slurm", "mysql", "prometheus",
+}  # fmt: skip
 SSH_KEY = re.compile(
     r"(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)"
     r"@openssh\.com) [A-Za-z0-9+/=]+( [^\n\r]*)?"
@@ -346,6 +364,8 @@ def _users(c: _Check, host: str, value: Any) -> None:
         extra = user.get("groups", []) or []
         if not isinstance(extra, list) or not all(USER_NAME.fullmatch(str(g)) for g in extra):
             c.bad(host, f"{where}.groups", extra, "is not a list of group names", "e.g. [video]")
+        elif isinstance(extra, list):
+            _privileged(c, host, where, user, extra)
         for key in ("comment", "shell"):
             text = str(user.get(key, ""))
             if re.search(r"[:\n\r\x00]", text):
@@ -396,4 +416,25 @@ def _proof_user(c: _Check, host: str, value: Any) -> None:
             value,
             "is not a POSIX user name",
             "e.g. cluster_proof_user: clusterproof",
+        )
+
+
+def _privileged(c: _Check, host: str, where: str, user: Mapping, extra: list) -> None:
+    """A privileged group, or the proof account's, only with the user's own opt-in."""
+    proof = str(c.hv[host].get("cluster_proof_user", "clusterproof"))
+    allowed = user.get("privileged_groups", []) or []
+    if not isinstance(allowed, list) or not all(isinstance(g, str) for g in allowed):
+        c.bad(host, f"{where}.privileged_groups", allowed, "is not a list of group names",
+              "e.g. privileged_groups: [docker]")  # fmt: skip
+        return
+    risky = [str(g) for g in extra if str(g) in PRIVILEGED_GROUPS or str(g) == proof]
+    denied = [g for g in risky if g not in allowed]
+    if denied:
+        c.bad(
+            host,
+            f"{where}.groups",
+            extra,
+            f"gives {user.get('name')} the privileged group {', '.join(denied)} (root, the "
+            "cluster's key or secrets, or the proof account's results)",
+            f"remove it, or opt in for this user: privileged_groups: {denied}",
         )
