@@ -109,3 +109,46 @@ def test_host_addresses_prefer_storage_address() -> None:
     ]
     hostvars = {h: {"inventory_hostname": h} for h in ("10.0.0.9", "10.0.0.10", "10.0.0.100")}
     assert f.nfs_host_addresses(list(hostvars), hostvars) == list(hostvars)
+
+
+@pytest.mark.parametrize(
+    ("client", "words"),
+    [
+        ("*.*", "is a wildcard"),
+        ("**", "is a wildcard"),
+        ("?*", "is a wildcard"),
+        ("gpu[0-9]*", "is a wildcard"),
+        ("@all", "is a netgroup the inventory does not name"),
+        ("::ffff:0.0.0.0/96", "IPv4 (mapped into IPv6) network of prefix /0, wider than /16"),
+        ("10.0.0.0/8", "IPv4 network of prefix /8, wider than /16"),
+        ("10.0.0.0/255.0.0.0", "IPv4 network of prefix /8, wider than /16"),
+        ("2001:db8::/32", "IPv6 network of prefix /32, wider than /48"),
+        ("-host", "is not a host, address or net"),
+    ],
+)
+def test_clients_close_to_the_world_are_refused(client: str, words: str) -> None:
+    problems = f.nfs_export_problems([{"path": "/data", "clients": [client]}], HOSTS)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"export /data: client {client!r} ")
+    assert words in problems[0]
+    # With the opt-in, wildcards and wide networks pass (a netgroup needs its name).
+    allowed = f.nfs_export_problems([{"path": "/data", "clients": [client]}], HOSTS, True)
+    assert (allowed == []) is (not client.startswith(("@", "-")))
+
+
+@pytest.mark.parametrize(
+    "client",
+    ["gpu01", "gpu01.lab.example", "10.0.0.7", "10.0.0.0/24", "10.1.0.0/16",
+     "fd00:1:2::/48", "::ffff:10.0.0.0/120", "2001:db8::7"],
+)  # fmt: skip
+def test_hosts_addresses_and_narrow_networks_pass(client: str) -> None:
+    assert f.nfs_export_problems([{"path": "/data", "clients": [client]}], HOSTS) == []
+
+
+def test_a_netgroup_named_on_purpose_and_a_wider_minimum() -> None:
+    export = {"path": "/data", "clients": ["@gpu-nodes", "10.0.0.0/12"]}
+    assert f.nfs_export_problems([export], HOSTS, min_prefix=12, netgroups=["gpu-nodes"]) == []
+    assert f.nfs_export_lines([export], HOSTS, OPTS, min_prefix=12, netgroups=["gpu-nodes"]) == [
+        "/data @gpu-nodes(rw,sync,no_subtree_check,root_squash) "
+        "10.0.0.0/12(rw,sync,no_subtree_check,root_squash)"
+    ]

@@ -310,6 +310,8 @@ def _exports(c: _Check, host: str, value: Any) -> None:
             bool(hv.get("nfs_server_allow_world", False)),
             bool(hv.get("nfs_server_allow_no_root_squash", False)),
             list(hv.get("nfs_server_options", []) or []),
+            _int(hv.get("nfs_server_min_prefix", 16)) or 16,  # its own check: 8-32
+            list(hv.get("nfs_server_netgroups", []) or []),
         ):
             c.bad(
                 host,
@@ -545,6 +547,7 @@ CHECKS: dict[str, Callable[[_Check, str, Any], None]] = {
     "shared_fs_path": _path("shared_fs_path"),
     "shared_fs_nfs_export": _path("shared_fs_nfs_export"),
     "nfs_server_exports": _exports,
+    "nfs_server_min_prefix": _int_range("nfs_server_min_prefix", 8, 32, 16),
     "cluster_venv": _path("cluster_venv"),
     "smoke_train_time_limit": _int_range("smoke_train_time_limit", 1, None, 10),
     "smoke_train_nodes": _int_range("smoke_train_nodes", 0, None, 0),

@@ -22,6 +22,15 @@ CLIENT_RE = re.compile(r"[A-Za-z0-9@*?._:/\[\]-]+")
 OPTION_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(=[A-Za-z0-9_.:/@+-]+)?")
 # Options that decide who root is; set through `root_squash`, not `options`.
 SQUASH_OPTIONS = {"root_squash", "no_root_squash", "all_squash"}
+# A host name (RFC 1123 labels, dots between): what a client is by default.
+HOST_NAME_RE = re.compile(
+    r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
+# The narrowest networks a client may name by default (a wider one needs the
+# opt-in nfs_server_allow_world): /16 for IPv4 (also inside ::ffff:0:0/96), /48 for IPv6.
+MIN_PREFIX = 16
+MIN_PREFIX6 = 48
+MAPPED = ipaddress.ip_network("::ffff:0:0/96")
 
 
 def nfs_host_address(host_vars: dict) -> str:
@@ -53,6 +62,64 @@ def _root_squash(export: dict, options: list) -> bool:
     return bool(export.get("root_squash", True))
 
 
+def client_problem(
+    client: object,
+    allow_world: bool = False,
+    min_prefix: int = MIN_PREFIX,
+    netgroups: list | None = None,
+    min_prefix6: int = MIN_PREFIX6,
+) -> str:
+    """Why `client` may not be an exports(5) client, or ''.
+
+    A client is a host name, an address, a network at least as narrow as the
+    minimum prefix, or a netgroup the inventory names on purpose
+    (nfs_server_netgroups); a wildcard or a wider network only with
+    nfs_server_allow_world.
+    """
+    text = str(client)
+    if text.startswith("@"):
+        if text[1:] in (netgroups or []):
+            return ""
+        return (
+            f"client {text!r} is a netgroup the inventory does not name; list it in "
+            "nfs_server_netgroups if every host in it should mount the share"
+        )
+    if any(ch in text for ch in "*?["):
+        if allow_world:
+            return ""
+        return (
+            f"client {text!r} is a wildcard (it matches hosts by name, which anyone who "
+            "controls a DNS entry can take); list the cluster's hosts or subnets, or set "
+            "nfs_server_allow_world: true"
+        )
+    try:
+        ipaddress.ip_address(text)
+        return ""
+    except ValueError:
+        pass
+    try:
+        net = ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return (
+            ""
+            if HOST_NAME_RE.fullmatch(text)
+            else (f"client {text!r} is not a host, address or net")
+        )
+    if net.version == 6 and net.prefixlen >= 96 and net.subnet_of(MAPPED):
+        size, need, kind = net.prefixlen - 96, min_prefix, "IPv4 (mapped into IPv6)"
+    elif net.version == 6:
+        size, need, kind = net.prefixlen, min_prefix6, "IPv6"
+    else:
+        size, need, kind = net.prefixlen, min_prefix, "IPv4"
+    if size < need and not allow_world:
+        return (
+            f"client {text!r} is an {kind} network of prefix /{size}, wider than /{need}; "
+            "list the cluster's subnet, lower nfs_server_min_prefix on purpose, or set "
+            "nfs_server_allow_world: true"
+        )
+    return ""
+
+
 def _covers_everything(clients: list) -> list:
     """The address-range clients when together they hold every IPv4 (or IPv6) address."""
     for version, whole in (
@@ -79,6 +146,8 @@ def nfs_export_problems(
     allow_world: bool = False,
     allow_no_root_squash: bool = False,
     default_options: list | None = None,
+    min_prefix: int = MIN_PREFIX,
+    netgroups: list | None = None,
 ) -> list:
     """Why the exports must not be written, one message per problem (empty: fine)."""
     problems = []
@@ -100,6 +169,10 @@ def nfs_export_problems(
         for client in clients:
             if not CLIENT_RE.fullmatch(str(client)):
                 problems.append(f"export {name}: client {client!r} is not a host, address or net")
+            elif str(client) not in WORLD:
+                why = client_problem(client, allow_world, min_prefix, netgroups)
+                if why:
+                    problems.append(f"export {name}: {why}")
         open_to = sorted(WORLD.intersection(map(str, clients))) or _covers_everything(clients)
         if open_to and not allow_world:
             problems.append(
@@ -142,10 +215,18 @@ def nfs_export_lines(
     default_options: list,
     allow_world: bool = False,
     allow_no_root_squash: bool = False,
+    min_prefix: int = MIN_PREFIX,
+    netgroups: list | None = None,
 ) -> list:
     """All export lines; refuses (AnsibleFilterError) what nfs_export_problems reports."""
     problems = nfs_export_problems(
-        exports, default_clients, allow_world, allow_no_root_squash, default_options
+        exports,
+        default_clients,
+        allow_world,
+        allow_no_root_squash,
+        default_options,
+        min_prefix,
+        netgroups,
     )
     if problems:
         raise AnsibleFilterError("; ".join(problems))
