@@ -601,3 +601,13 @@ def test_a_node_that_stays_silent_or_is_down_is_judged_as_read() -> None:
     down = {"rc": 0, "out": "NodeName=node2 State=DOWN+NOT_RESPONDING Reason=x\n", "err": ""}
     assert probe.settled_nodes(lambda a: reads.append(a) or down, sleep=lambda s: None) == down
     assert len(reads) == 1  # DOWN is not a resume under way: no wait
+
+
+def test_the_probe_runs_no_venv_python_from_a_folder_others_may_write(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    venv.chmod(0o777)
+    info = probe.torch_info(str(venv / "bin" / "python"), True, str(tmp_path))
+    assert info["ok"] is False
+    assert info["error"] == (f"not run as root: {venv} is writable by others than root (mode 0777)")

@@ -170,3 +170,51 @@ def test_masked_hash_hides_the_secret_and_checks_it(tmp_path: Path) -> None:
     conf.write_text("DbdHost=ctl\n")
     assert m.masked_info(str(conf), "StoragePass", str(secret))["secret_matches"] is False
     assert m.masked_info(str(conf), "StoragePass", str(tmp_path / "none")) == {"exists": False}
+
+
+# --- programs root runs: root's own all the way up (issue 38) ---------------------
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+def test_root_runs_no_program_from_a_folder_root_does_not_own(tmp_path: Path) -> None:
+    from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_base import (
+        root_owned_problem,
+    )
+
+    top = tmp_path / "shared"  # the shared mount point: trusted as it is (1777 here)
+    top.mkdir()
+    top.chmod(0o1777)
+    venv = top / "venv" / "bin"
+    venv.mkdir(parents=True)
+    python = venv / "python"
+    python.symlink_to("/usr/bin/python3")
+    assert root_owned_problem(str(python), str(top)) == ""
+    # Not yet made: fine while the folders on the way are root's.
+    assert root_owned_problem(str(top / "venv" / "new" / "bin" / "python"), str(top)) == ""
+    # Under the 1777 mount point with no mount point given: /tmp and the share count.
+    assert root_owned_problem(str(python)).startswith("/tmp is writable by others than root")
+    # A folder a user owns, or others may write, on the way.
+    os.chown(top / "venv", 4242, 4242)
+    assert root_owned_problem(str(python), str(top)) == (
+        f"{top}/venv belongs to 4242 (uid 4242), not root"
+    )
+    os.chown(top / "venv", 0, 0)
+    venv.chmod(0o777)
+    assert root_owned_problem(str(python), str(top)) == (
+        f"{venv} is writable by others than root (mode 0777)"
+    )
+    venv.chmod(0o755)
+    # Root's own link to a user's tree: what it points to counts.
+    bob = top / "bob"
+    bob.mkdir()
+    os.chown(bob, 4242, 4242)
+    (top / "linked").symlink_to(bob)
+    assert root_owned_problem(str(top / "linked" / "bin" / "python"), str(top)) == (
+        f"{top}/linked points to {bob}: {bob} belongs to 4242 (uid 4242), not root"
+    )
+
+
+def test_the_probe_reports_programs_root_must_not_run(tmp_path: Path) -> None:
+    from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.probe_wants import SPEC
+
+    assert SPEC["trusted"] == {"type": "list", "elements": "path", "default": []}

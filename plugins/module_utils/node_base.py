@@ -249,6 +249,42 @@ def open_root_dir(path: str, trusted: str = "") -> int:
         raise
 
 
+def root_owned_problem(path: str, trusted: str = "") -> str:
+    """'' when root may run what `path` names, else why not (naming the path and its owner).
+
+    Every component must be root's and writable by no one else (a link root's
+    own, and what it points to must pass too), except those down to and
+    including `trusted` (the shared mount point, which may be the lab's 1777
+    folder) when `path` is under it. A component that does not exist yet ends
+    the walk: root makes it in a folder checked so far.
+    """
+    parts = [p for p in path.split("/") if p]
+    base = [p for p in trusted.split("/") if p]
+    start = len(base) if base and parts[: len(base)] == base else 0
+    for depth in range(len(parts)):
+        where = "/" + "/".join(parts[: depth + 1])
+        try:
+            st = os.lstat(where)
+        except FileNotFoundError:
+            return ""
+        except OSError as exc:
+            return f"{where}: {exc.strerror}"
+        if depth < start:
+            continue
+        if st.st_uid != 0:
+            owner = owner_names(st.st_uid, st.st_gid)[0]
+            return f"{where} belongs to {owner} (uid {st.st_uid}), not root"
+        if stat.S_ISLNK(st.st_mode):
+            target = os.path.realpath(where)
+            why = root_owned_problem(target, trusted) if target != where else ""
+            if why:
+                return f"{where} points to {target}: {why}"
+            continue
+        if st.st_mode & 0o022:
+            return f"{where} is writable by others than root (mode {st.st_mode & 0o7777:04o})"
+    return ""
+
+
 def read_token(check_dir: str, trusted: str = "") -> str:
     """'' when the check folder holds root's token file (its name is its content), else why not.
 

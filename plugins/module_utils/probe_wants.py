@@ -33,6 +33,8 @@ SPEC: dict[str, dict] = {
     "shared_reads": {"type": "list", "elements": "path", "default": []},
     "shared_hashes": {"type": "list", "elements": "path", "default": []},
     "shared_list": {"type": "path"},
+    # Programs root will run: each must be root's all the way up (below shared_root).
+    "trusted": {"type": "list", "elements": "path", "default": []},
 }
 
 _TYPES = {"bool": bool, "list": list, "dict": dict, "path": str, "str": str}

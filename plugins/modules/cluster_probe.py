@@ -203,6 +203,7 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import (
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_base import (
     as_user,
     file_info,
+    root_owned_problem,
     run,
     units,
 )
@@ -442,7 +443,7 @@ def lab_users(users: list[dict]) -> dict:
     return {str(u["name"]): r for u, r in zip(users, results, strict=True)}
 
 
-def torch_info(python: str, quick: bool = False) -> dict | None:
+def torch_info(python: str, quick: bool = False, shared: str = "") -> dict | None:
     """torch in the venv: imported (version, CUDA devices), or with `quick` only found.
 
     The quick look (a few hundredths of a second, before a smoke job) finds
@@ -454,6 +455,10 @@ def torch_info(python: str, quick: bool = False) -> dict | None:
     base = {"python": python, "quick": quick}
     if not os.path.exists(python):
         return {**base, "ok": False, "error": f"{python} does not exist"}
+    # Root runs it: only from folders root owns all the way up.
+    untrusted = root_owned_problem(python, shared)
+    if untrusted:
+        return {**base, "ok": False, "error": f"not run as root: {untrusted}"}
     res = run([python, "-I", "-c", TORCH_FIND if quick else TORCH_SNIPPET], timeout=60)
     if res["rc"] != 0:
         lines = (res["err"] or res["out"]).strip().splitlines()
@@ -484,7 +489,7 @@ def local(p: dict) -> dict:
                     for name, target in p["ports"].items()
                 }
             ),
-            "torch": pool.submit(torch_info, p["venv_python"], p["torch_quick"]),
+            "torch": pool.submit(torch_info, p["venv_python"], p["torch_quick"], p["shared_path"]),
             "resolved": pool.submit(lambda: {n: resolve(n) for n in p["resolve"]}),
             "users": pool.submit(lab_users, p["users"]),
             "shared": pool.submit(

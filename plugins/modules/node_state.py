@@ -97,6 +97,14 @@ options:
       A folder of root's below shared_root whose entries to name (the users'
       folders: those of users no longer in the inventory are reported).
     type: path
+  trusted:
+    description: >-
+      Programs root will run (a venv's python): each is checked root's own all
+      the way up, below O(shared_root) where it lies under it; a missing one is
+      fine while its folders are (root makes it).
+    type: list
+    elements: path
+    default: []
   slurm_node:
     description: >-
       Report slurmd -C and the GPUs where slurmd is installed, also as the fact
@@ -145,7 +153,7 @@ state:
     masked {path: {exists, sha1, secret_matches}};
     slurm_node (as slurm_node_info's fact) or null; slurm_node_error;
     users (the lab_users plan), shared_dirs {path: ok or what differs},
-    shared_reads {dir: {files}}.
+    shared_reads {dir: {files}}; trusted {path: '' or why root must not run it}.
   returned: always
   type: dict
 ansible_facts:
@@ -167,6 +175,7 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.identities im
 )
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_base import (
     file_info,
+    root_owned_problem,
     run,
     units,
 )
@@ -321,6 +330,8 @@ def main() -> None:
         if p["users_refuse"] and problems:
             # Before site.yml changes anything on any node (the play is any_errors_fatal).
             module.fail_json(msg=" | ".join(problems), problems=problems, state=state)
+    # Programs root will run (a venv's python): root's own all the way up.
+    state["trusted"] = {path: root_owned_problem(path, p["shared_root"]) for path in p["trusted"]}
     state["shared_dirs"] = {
         str(spec["path"]): dir_state(p["shared_root"], spec) for spec in p["shared_dirs"]
     }
