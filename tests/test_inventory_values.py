@@ -8,6 +8,7 @@ Ansible reach for them (UNREACHABLE), which the tests reject.
 from __future__ import annotations
 
 import copy
+import re
 import sys
 from pathlib import Path
 
@@ -472,3 +473,52 @@ def test_good_health_settings_pass() -> None:
     }
     hv = {h: dict(good) for h in ("ctl", "node1")}
     assert ic.inventory_problems(hv, {"all": ["ctl", "node1"], "slurm_compute": ["node1"]}) == []
+
+
+# --- one check for every value (issue 38) -----------------------------------------
+
+
+def test_every_role_variable_has_a_rule() -> None:
+    """Each variable of every role's argument spec is checked: its own rule or its type's."""
+    rules = ic.all_checks()
+    assert set(ic.role_variables()) <= set(rules)
+    assert len(ic.role_variables()) > 100  # the specs were read
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "words"),
+    [
+        ("smoke_train_partition", "gpu\nextra", "holds a line break or a control character"),
+        ("pytorch_expected_gpus", "8\n", "holds a line break or a control character"),
+        ("pytorch_expected_gpus", "8 GPUs", "is not a whole number"),
+        ("cluster_doctor_clock_warn_s", "5 s", "is not a number"),
+        ("cuda_repo_base_url", "https://x\r\n", "holds a line break or a control character"),
+        ("monitoring_prometheus_listen_address", ":65999", "is not host:port"),
+        ("monitoring_alertmanager", "am:70000", "is not empty or host:port"),
+        ("monitoring_textfile_dir", "/var/lib/node\nexporter", "has '..' or spaces"),
+        ("monitoring_collector_interval_s", "15\n", "is not a whole number"),
+    ],
+)
+def test_a_value_is_checked_whole_by_its_type(var: str, value: object, words: str) -> None:
+    assert var in ic.role_variables()
+    hv = {h: {var: value} for h in ("ctl", "node1")}
+    problems = ic.inventory_problems(hv, {"all": ["ctl", "node1"], "slurm_compute": ["node1"]})
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"all hosts: {var}=")
+    assert words in problems[0]
+
+
+def test_no_role_brings_its_own_looser_assert() -> None:
+    """Role tasks assert no inventory value with match/search/regex (a prefix match let a
+    trailing newline through): the one inventory check holds the value rules."""
+    loose = []
+    for path in sorted((ROOT / "roles").glob("*/tasks/*.yml")):
+        for task in yaml.safe_load(path.read_text()) or []:
+            assertion = task.get("ansible.builtin.assert") if isinstance(task, dict) else None
+            if not assertion:
+                continue
+            that = assertion.get("that")
+            for cond in that if isinstance(that, list) else [that]:
+                if re.search(r"\bis (not )?(match|search|regex)\(", str(cond)):
+                    loose.append(f"{path.relative_to(ROOT)}: {cond}")
+    assert loose == []

@@ -7,10 +7,13 @@ the hosts, the variable, the value and a fix.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
+import yaml
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.change_plan import (
     upgrade_batches,
 )
@@ -500,10 +503,23 @@ CHECKS: dict[str, Callable[[_Check, str, Any], None]] = {
     # The monitoring role's values (its own assert repeats these when used alone).
     "monitoring_prometheus_listen_address": _pattern(
         "monitoring_prometheus_listen_address",
-        r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-5][0-9]{3})",
+        r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):"
+        r"([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])",
         "host:port (host a name, an address or empty; port 1-65535)",
         "0.0.0.0:9090",
     ),
+    "monitoring_alertmanager": _pattern(
+        "monitoring_alertmanager",
+        r"|(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):"
+        r"([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])",
+        "empty or host:port (port 1-65535)",
+        "localhost:9093",
+    ),
+    "monitoring_node_exporter_port": _int_range("monitoring_node_exporter_port", 1, 65535, 9100),
+    "monitoring_collector_interval_s": _int_range("monitoring_collector_interval_s", 1, None, 15),
+    "monitoring_alert_node_minutes": _int_range("monitoring_alert_node_minutes", 1, None, 10),
+    "monitoring_alert_daemon_minutes": _int_range("monitoring_alert_daemon_minutes", 1, None, 2),
+    "monitoring_textfile_dir": _path("monitoring_textfile_dir"),
     "monitoring_prometheus_retention": _pattern(
         "monitoring_prometheus_retention",
         r"([0-9]+(ms|y|w|d|h|m|s))+",
@@ -556,6 +572,60 @@ CHECKS: dict[str, Callable[[_Check, str, Any], None]] = {
 }
 
 
+@functools.lru_cache(maxsize=1)
+def role_variables() -> dict[str, dict]:
+    """Every role's public variables and their argument spec (roles/*/meta/argument_specs.yml)."""
+    roles = Path(__file__).resolve().parents[2] / "roles"
+    out: dict[str, dict] = {}
+    for path in sorted(roles.glob("*/meta/argument_specs.yml")):
+        doc = yaml.safe_load(path.read_text()) or {}
+        for entry in (doc.get("argument_specs") or {}).values():
+            for name, option in (entry.get("options") or {}).items():
+                out.setdefault(str(name), dict(option or {}, role=path.parts[-3]))
+    return out
+
+
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _typed(var: str, spec: Mapping) -> Callable[[_Check, str, Any], None]:
+    """The rule every role variable meets by its type: the whole value, no line break."""
+    kind = spec.get("type", "str")
+    example = spec.get("default")
+
+    def check(c: _Check, host: str, value: Any) -> None:
+        texts = (
+            [value]
+            if not isinstance(value, (list, Mapping))
+            else (list(value) + (list(value.values()) if isinstance(value, Mapping) else []))
+        )
+        if any(isinstance(t, str) and CONTROL.search(t) for t in texts):
+            c.bad(host, var, value, "holds a line break or a control character",
+                  f"one line, e.g. {var}: {example!r}")  # fmt: skip
+        elif kind == "int" and _int(value) is None:
+            c.bad(host, var, value, "is not a whole number", f"e.g. {var}: {example}")
+        elif kind == "float" and (isinstance(value, bool) or not _float_ok(value)):
+            c.bad(host, var, value, "is not a number", f"e.g. {var}: {example}")
+
+    return check
+
+
+def _float_ok(value: object) -> bool:
+    if isinstance(value, (int, float)):
+        return True
+    return isinstance(value, str) and bool(re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", value))
+
+
+def all_checks() -> dict[str, Callable[[_Check, str, Any], None]]:
+    """The rule of every role variable: its own (CHECKS), else the one of its type.
+
+    A new role's variables are checked here by their argument spec as soon
+    as it has one: no role brings its own looser asserts.
+    """
+    rules = {var: _typed(var, spec) for var, spec in role_variables().items()}
+    return {**rules, **CHECKS}
+
+
 def inventory_problems(
     hostvars: Mapping, groups: Mapping, defaults: Mapping | None = None
 ) -> list[str]:
@@ -564,7 +634,7 @@ def inventory_problems(
     defaults: values the roles use where the inventory sets none (the ports).
     """
     c = _Check(hostvars, groups, defaults or {})
-    for var, check in CHECKS.items():
+    for var, check in all_checks().items():
         c.each(var, lambda host, value, check=check: check(c, host, value))
     _hosts(c)
     return c.messages()
