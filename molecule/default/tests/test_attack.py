@@ -95,3 +95,16 @@ def test_a_link_in_place_of_roots_folder_is_refused(run_playbook, planted) -> No
     assert site.returncode != 0, out[-3000:]
     assert "/shared/home is owned by bob (uid 2002)" in out, out[-3000:]
     assert fingerprint() == planted
+
+
+def test_root_runs_no_venv_python_from_a_users_folder(run_playbook) -> None:
+    """cluster_venv in bob's folder on the shared filesystem: site.yml refuses before root
+    runs anything from it, naming the path and its owner (issue 38)."""
+    result = run_playbook("site.yml", "-e", "cluster_venv=/shared/home/bob/venv")
+    out = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0, out[-3000:]
+    assert (
+        "cluster_venv=/shared/home/bob/venv: root would run /shared/home/bob/venv/bin/python, "
+        "but /shared/home/bob belongs to bob (uid 2002), not root" in out
+    ), out[-3000:]
+    assert not host("node1").file("/shared/home/bob/venv").exists
