@@ -611,3 +611,18 @@ def test_the_probe_runs_no_venv_python_from_a_folder_others_may_write(tmp_path: 
     info = probe.torch_info(str(venv / "bin" / "python"), True, str(tmp_path))
     assert info["ok"] is False
     assert info["error"] == (f"not run as root: {venv} is writable by others than root (mode 0777)")
+
+
+def test_a_slurmd_munge_cannot_serve_is_the_clocks_consequence_not_a_cause(probes: dict) -> None:
+    """munged's clock 400 s off on node2: slurmd fails to start; the clock is the one cause."""
+    probes["node2"]["local"]["time"] += 0  # the system clock is right: munged's is not
+    probes["ctl"]["cross"]["decoded"]["node2"]["encode_time"] += 400
+    set_check(probes, "node2", "services", "FAIL", "slurmd.service is failed/failed (enabled)",
+              data={"down": ["slurmd"]})  # fmt: skip
+    rep = report(probes)
+    assert causes(rep) == [("node2", "clock")]
+    assert result(rep, "node2", "services")["caused_by"] == "node2 clock"
+    # Another unit down as well (the exporter): services is a cause of its own.
+    set_check(probes, "node2", "services", "FAIL", "two units down",
+              data={"down": ["slurmd", "prometheus-node-exporter"]})  # fmt: skip
+    assert ("node2", "services") in causes(report(probes))

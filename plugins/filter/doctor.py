@@ -49,9 +49,10 @@ def _explained_here(r: dict, dep: str, index: dict) -> bool:
     other = index.get((r["host"], dep))
     if other is None or other["status"] != "FAIL" or dep == r["check"]:
         return False
-    return registry.explains(
-        registry.BY_ID[r["check"]], dep, (other.get("data") or {}).get("down", ())
-    )
+    # services: the units down of the dependency, or of this result itself.
+    whose = other if dep == "services" else r
+    down = (whose.get("data") or {}).get("down", ())
+    return registry.explains(registry.BY_ID[r["check"]], dep, down)
 
 
 def attribute(d: Doctor) -> None:

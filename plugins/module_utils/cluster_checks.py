@@ -100,6 +100,10 @@ REGISTRY: tuple[Check, ...] = (
         "systemctl start the unit on the node (journalctl -u UNIT); site.yml starts it",
         WATCHED,
         needs=("units",),
+        # A Slurm daemon that cannot start for want of munge (stopped, a clock
+        # munge rejects) is that cause's consequence; any other unit down is not.
+        explained_by=("munge.local", "clock", "munge.cross"),
+        units=("slurmd", "slurmctld", "slurmdbd"),
         alerts=(
             Alert(
                 "ServiceDown",
@@ -465,11 +469,18 @@ def explains(check: Check, dep: str, down: list[str] | tuple[str, ...] = ()) -> 
 
     A FAIL of ``services`` explains it only when one of the check's own
     units is among the ones down (a stopped node exporter explains no
-    Slurm fault).
+    Slurm fault); ``services`` itself is explained only when every unit
+    down is one of its ``units`` (a Slurm daemon munge stopped), given as
+    `down`.
     """
     if dep not in check.explained_by:
         return False
-    return dep != "services" or bool(set(check.units) & set(down))
+    if dep == "services":
+        return bool(set(check.units) & set(down))
+    if check.id == "services":
+        # `down` is then the check's own units down: all of them must be ones the cause stops.
+        return bool(down) and set(down) <= set(check.units)
+    return True
 
 
 def applies(check: Check, kinds: list[str] | tuple[str, ...], cfg: dict) -> bool:
