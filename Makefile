@@ -70,7 +70,7 @@ test-tools:
 	   --no-install-recommends prometheus chromium >/dev/null)
 
 unit: venv test-tools
-	pytest -q tests training/tests
+	pytest -q -n auto tests training/tests
 
 # The Ansible collection gpulab.slurm_cluster (galaxy.yml) in dist/, with the
 # smoke package's wheel inside (roles/smoke_train/files), built offline.
