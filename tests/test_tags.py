@@ -24,7 +24,14 @@ COMPONENTS = {
         "Ask the doctor why nodes are not usable",
     },
     "accounting": {"slurm_dbd", "slurm_daemons", "slurm_controller"},
-    "shared_fs": {"nfs_server", "shared_fs", "lab_users"},
+    "shared_fs": {
+        "nfs_server",
+        "shared_fs",
+        "lab_users",
+        # playbooks/shared_fs.yml's first play: the NFS packages everywhere at once.
+        "The NFS server's packages",
+        "The NFS client's packages",
+    },
     "users": {"lab_users"},
     "cuda": {"cuda"},
     "pytorch": {"pytorch"},
