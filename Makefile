@@ -92,9 +92,11 @@ demo: host
 # The cgroups check fails when a Docker scenario left Slurm cgroups on the host.
 # Each scenario's wall time is printed after it and kept in
 # results/make-test-times.txt (one line per scenario, this run's only).
+# Seconds since the time kept in file $(1), in a recipe's shell.
+since = $$(( $$(date +%s) - $$(cat $(1)) ))
 define timed
 	@if $(2); then rc=0; else rc=$$?; fi; \
-	  echo "make test: $(1) $$(( $$(date +%s) - $$(cat results/.scenario-start) )) s, rc $$rc" \
+	  echo "make test: $(1) $(call since,results/.scenario-start) s, rc $$rc" \
 	  | tee -a results/make-test-times.txt; exit $$rc
 endef
 define start
@@ -115,10 +117,10 @@ test: venv
 	@date +%s > results/.scenario-start; \
 	  ($(MAKE) --no-print-directory test-images > results/test-host.log 2>&1) & prep=$$!; \
 	  rc=0; $(MAKE) --no-print-directory lint unit || rc=$$?; \
-	  if [ $$rc -ne 0 ]; then kill $$prep 2>/dev/null; wait $$prep; exit $$rc; fi; \
-	  echo "make test: lint and unit $$(( $$(date +%s) - $$(cat results/.scenario-start) )) s; waiting for the host preparation"; \
-	  if wait $$prep; then cat results/test-host.log; else cat results/test-host.log; exit 1; fi; \
-	  echo "make test: preparation, lint and unit $$(( $$(date +%s) - $$(cat results/.scenario-start) )) s" \
+	  if [ $$rc -ne 0 ]; then kill $$prep 2>/dev/null; wait $$prep || true; exit $$rc; fi; \
+	  echo "make test: lint and unit $(call since,results/.scenario-start) s; waiting for the host preparation"; \
+	  rc=0; wait $$prep || rc=$$?; cat results/test-host.log; [ $$rc -eq 0 ] || exit $$rc; \
+	  echo "make test: preparation, lint and unit $(call since,results/.scenario-start) s" \
 	  | tee -a results/make-test-times.txt
 	$(call start)
 	$(call timed,default,molecule test)
@@ -138,11 +140,11 @@ test: venv
 test-trixie-nfs:
 	@mkdir -p results; date +%s > results/.nfs-start; \
 	  (if molecule test -s nfs > results/nfs.log 2>&1; then r=0; else r=$$?; fi; echo $$r > results/.nfs-rc; \
-	   echo "make test: nfs $$(( $$(date +%s) - $$(cat results/.nfs-start) )) s, rc $$r (beside slurm-trixie; results/nfs.log)" \
+	   echo "make test: nfs $(call since,results/.nfs-start) s, rc $$r (beside slurm-trixie; results/nfs.log)" \
 	   >> results/make-test-times.txt) & nfs=$$!; \
 	  date +%s > results/.scenario-start; \
 	  if CLUSTER_SUITE=trixie molecule test -s slurm; then rc=0; else rc=$$?; fi; \
-	  echo "make test: slurm-trixie $$(( $$(date +%s) - $$(cat results/.scenario-start) )) s, rc $$rc" \
+	  echo "make test: slurm-trixie $(call since,results/.scenario-start) s, rc $$rc" \
 	  | tee -a results/make-test-times.txt; \
 	  wait $$nfs; tail -n 40 results/nfs.log; grep "make test: nfs" results/make-test-times.txt; \
 	  [ $$rc -eq 0 ] && [ "$$(cat results/.nfs-rc)" = 0 ]

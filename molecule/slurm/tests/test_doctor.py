@@ -308,17 +308,16 @@ def check_named(fault: Fault, report: dict, out: str) -> None:
         assert "caused_by" in down, down
 
 
+# This suite's rounds, named by the round (the faults' names are in every message).
 ROUNDS_HERE = [
-    (name, [BY_NAME[n] for n in names if SUITE in BY_NAME[n].suites]) for name, names in ROUNDS
+    pytest.param(name, faults, id=name)
+    for name, names in ROUNDS
+    if (faults := [BY_NAME[n] for n in names if SUITE in BY_NAME[n].suites])
 ]
 
 
-@pytest.mark.parametrize(
-    "faults",
-    [faults for _, faults in ROUNDS_HERE if faults],
-    ids=lambda fs: " + ".join(f.name for f in fs),
-)
-def test_faults_are_named_repaired_and_proven(run_playbook, faults: list[Fault]) -> None:
+@pytest.mark.parametrize(("name", "faults"), ROUNDS_HERE)
+def test_faults_are_named_repaired_and_proven(run_playbook, name: str, faults: list[Fault]) -> None:
     heals = {f.name: f.heal for f in faults if f.heal}
     done = False
     injected = time.monotonic()
@@ -359,7 +358,7 @@ def test_faults_are_named_repaired_and_proven(run_playbook, faults: list[Fault])
             if fault.node != "ctl":  # a compute node takes work again
                 assert node_state(fault.node) in ("idle", "mix"), fault.node
         timing["doctor_after_s"] = round(wall, 1)
-        TIMINGS[" + ".join(f.name for f in faults)] = timing
+        TIMINGS[name] = {"faults": [f.name for f in faults], **timing}
         done = True
     finally:
         for name, heal in heals.items():
