@@ -62,12 +62,17 @@ changelog: venv
 	  --update-existing
 
 # promtool (Debian's prometheus) and chromium for the monitoring tests
-# (alert rules, the cluster report in a real browser); skipped when present.
+# (alert rules, the cluster report in a real browser), and amtool (Debian's
+# prometheus-alertmanager, taken out of its package into the venv: no
+# Alertmanager runs on this machine); skipped when present.
 .PHONY: test-tools
-test-tools:
+test-tools: venv
 	command -v promtool >/dev/null && command -v chromium >/dev/null || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	   --no-install-recommends prometheus chromium >/dev/null)
+	test -x $(BIN)/amtool || (d=$$(mktemp -d) && cd $$d && apt-get download -qq prometheus-alertmanager \
+	  && dpkg-deb -x prometheus-alertmanager_*.deb root && install -m 0755 root/usr/bin/amtool $(BIN)/amtool; \
+	  rc=$$?; rm -rf $$d; exit $$rc)
 
 unit: venv test-tools
 	pytest -q -n auto tests training/tests

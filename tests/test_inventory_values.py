@@ -424,8 +424,8 @@ def test_a_group_value_wrong_on_every_host_is_reported_once() -> None:
         ("cluster_health_clock_max_offset_s", "soon", "is not a number in 0.001-240"),
         ("cluster_health_timeout_s", 60, "is not a number in 0.5-15"),
         ("cluster_health_skip", ["gpu.ecc", "gpu.temp"], "names gpu.temp, not a health check"),
-        ("monitoring_prometheus_listen_address", "9090", "is not host:port"),
-        ("monitoring_prometheus_listen_address", "0.0.0.0:70000", "is not host:port"),
+        ("monitoring_prometheus_listen_address", "9090", "or host:port (port 1-65535)"),
+        ("monitoring_prometheus_listen_address", "0.0.0.0:70000", "or host:port (port 1-65535)"),
         ("monitoring_prometheus_retention", "15 days", "is not a Prometheus duration"),
         ("slurm_upgrade_batch", "half", "is no batch size"),
         ("slurm_common_batch_sched_delay", -1, "is not a whole number in 0-3600"),
@@ -493,8 +493,22 @@ def test_every_role_variable_has_a_rule() -> None:
         ("pytorch_expected_gpus", "8 GPUs", "is not a whole number"),
         ("cluster_doctor_clock_warn_s", "5 s", "is not a number"),
         ("cuda_repo_base_url", "https://x\r\n", "holds a line break or a control character"),
-        ("monitoring_prometheus_listen_address", ":65999", "is not host:port"),
+        ("monitoring_prometheus_listen_address", ":65999", "or host:port (port 1-65535)"),
+        ("monitoring_alertmanager_listen_address", "ctl:9093\n", "or host:port"),
         ("monitoring_alertmanager", "am:70000", "is not empty or host:port"),
+        ("monitoring_listen_host", "10.0.0.1 ", "is not empty, a host name or an address"),
+        ("monitoring_auth_user", "me tr", "is not a user name"),
+        ("monitoring_auth_dir", "etc/prometheus", "monitoring_auth_dir"),
+        ("monitoring_alert_webhook_url", "ftp://chat/hook", "an http:// or https:// URL"),
+        ("monitoring_alert_webhook_url", "https://chat/a b", "an http:// or https:// URL"),
+        ("monitoring_alert_webhook_url", "https://chat/hook\n", "an http:// or https:// URL"),
+        ("monitoring_alert_email_to", ["admin@lab", "not an address"], "a list of e-mail"),
+        ("monitoring_alert_email_to", "admin@lab.example", "a list of e-mail"),
+        ("monitoring_alert_email_from", "slurm@lab\n", "an e-mail address"),
+        ("monitoring_alert_smarthost", "smtp.lab", "the SMTP relay's host:port"),
+        ("monitoring_alert_smarthost", "smtp.lab:99999", "the SMTP relay's host:port"),
+        ("monitoring_alert_repeat_interval", "4 hours", "a Prometheus duration"),
+        ("monitoring_alert_group_wait", "30", "a Prometheus duration"),
         ("monitoring_textfile_dir", "/var/lib/node\nexporter", "has '..' or spaces"),
         ("monitoring_collector_interval_s", "15\n", "is not a whole number"),
     ],
@@ -506,6 +520,36 @@ def test_a_value_is_checked_whole_by_its_type(var: str, value: object, words: st
     assert len(problems) == 1, problems
     assert problems[0].startswith(f"all hosts: {var}=")
     assert words in problems[0]
+
+
+def test_alert_mail_needs_its_relay_and_sender() -> None:
+    hv = {h: {"monitoring_alert_email_to": ["admin@lab.example"]} for h in ("ctl", "node1")}
+    problems = ic.inventory_problems(hv, {"all": ["ctl", "node1"], "slurm_compute": ["node1"]})
+    assert len(problems) == 2, problems
+    assert "needs monitoring_alert_smarthost" in problems[0] + problems[1]
+    assert "needs monitoring_alert_email_from" in problems[0] + problems[1]
+    for h in hv.values():
+        h.update(monitoring_alert_smarthost="smtp.lab.example:587",
+                 monitoring_alert_email_from="slurm@lab.example")  # fmt: skip
+    assert ic.inventory_problems(hv, {"all": ["ctl", "node1"], "slurm_compute": ["node1"]}) == []
+
+
+def test_good_monitoring_values_pass() -> None:
+    good = {
+        "monitoring_prometheus_listen_address": "",
+        "monitoring_alertmanager_listen_address": "0.0.0.0:9093",
+        "monitoring_listen_host": "fd00::1",
+        "monitoring_alert_webhook_url": "https://chat.example.org:8443/hooks/a-b_c?token=x&y=1",
+        "monitoring_alert_email_to": ["admin@lab.example", "o'neil+gpu@lab.example"],
+        "monitoring_alert_email_from": "slurm@lab.example",
+        "monitoring_alert_smarthost": "smtp.lab.example:587",
+        "monitoring_alert_repeat_interval": "1d12h",
+    }
+    hv = {h: dict(good) for h in ("ctl", "node1")}
+    assert ic.inventory_problems(hv, {"all": ["ctl", "node1"], "slurm_compute": ["node1"]}) == []
+    hv["ctl"]["monitoring_listen_host"] = "ctl.lab"
+    hv["ctl"]["monitoring_alert_webhook_url"] = "http://node1:9999/hook"
+    assert ic.inventory_problems(hv, {"all": ["ctl", "node1"], "slurm_compute": ["node1"]}) == []
 
 
 def test_no_role_brings_its_own_looser_assert() -> None:

@@ -22,6 +22,9 @@ import yaml
 from ansible_collections.gpulab.slurm_cluster.plugins.filter.check_registry import (
     check_alert_rules,
 )
+from ansible_collections.gpulab.slurm_cluster.plugins.filter.monitoring import (
+    alertmanager_config,
+)
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.cluster_checks import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,6 +32,8 @@ ROLE = ROOT / "roles" / "monitoring"
 FIXTURES = ROOT / "tests" / "fixtures"
 MON = FIXTURES / "monitoring"
 PROMTOOL = shutil.which("promtool")
+AMTOOL = shutil.which("amtool")
+needs_amtool = pytest.mark.skipif(AMTOOL is None, reason="amtool (prometheus-alertmanager) missing")
 needs_promtool = pytest.mark.skipif(
     PROMTOOL is None, reason="promtool absent (Debian package prometheus)"
 )
@@ -316,13 +321,30 @@ def render(template: str, **extra: object) -> str:
     env.filters["to_json"] = json.dumps
     env.filters["regex_replace"] = lambda s, p, r: __import__("re").sub(p, r, s)
     env.filters["gpulab.slurm_cluster.check_alert_rules"] = check_alert_rules
+    env.filters["gpulab.slurm_cluster.alertmanager_config"] = alertmanager_config
+    env.filters["trim"] = str.strip
+    env.filters["bool"] = lambda v: v if isinstance(v, bool) else str(v).lower() in ("true", "yes", "1")
     env.filters["to_nice_yaml"] = lambda d, indent=2, width=80: yaml.safe_dump(
         d, indent=indent, width=width, default_flow_style=False
     )
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
     return env.get_template(template).render(
-        ansible_managed="Ansible managed", **{**defaults, **extra}
+        ansible_managed="Ansible managed", **{**defaults, **ROLE_VARS, **extra}
     )
+
+
+# The role's vars/main.yml values the templates read, as on a controller at 10.0.0.1.
+ROLE_VARS = {
+    "__monitoring_local_am": True,
+    "__monitoring_am_target": "10.0.0.1:9093",
+    "__monitoring_am_at": "10.0.0.1:9093",
+    "__monitoring_prometheus_at": "10.0.0.1:9090",
+    "__monitoring_prometheus_target": "10.0.0.1:9090",
+    "__monitoring_password_file": "/etc/prometheus/auth/password",
+    "__monitoring_web_config": "/etc/prometheus/web-auth.yml",
+    "__monitoring_exporter_web_flag": "--web.config.file",
+    "__monitoring_hash": "$2b$10$JN9bZfGOhwPz0GkLbiDvX.gUkkB8u5q0aU2zYgCIdW7ZWY2mAcbL6",
+}
 
 
 def rules_file(tmp_path: Path, **extra: object) -> Path:
@@ -387,15 +409,20 @@ def test_rules_unit_tests_fail_with_other_minutes(tmp_path: Path) -> None:
 
 
 @needs_promtool
-def test_prometheus_config_scrapes_every_node(tmp_path: Path) -> None:
+@pytest.mark.parametrize("external", [False, True], ids=["own-alertmanager", "lab-alertmanager"])
+def test_prometheus_config_scrapes_every_node(tmp_path: Path, external: bool) -> None:
     rules_file(tmp_path)
+    password = tmp_path / "password"
+    password.write_text("secret")
+    am = {"__monitoring_local_am": False, "__monitoring_am_target": "am.lab:9093"}
     text = render(
         "etc/prometheus/prometheus.yml.j2",
         groups={"slurm_cluster": ["ctl", "node1", "node2"]},
         cluster_groups={"cluster": "slurm_cluster"},
         hostvars={"ctl": {}, "node1": {"monitoring_scrape_host": "10.0.0.11"}, "node2": {}},
         cluster_name="lab",
-        monitoring_alertmanager="am.lab:9093",
+        __monitoring_password_file=str(password),
+        **(am if external else {}),
     ).replace("/etc/prometheus/slurm_cluster.rules.yml", str(tmp_path / "slurm_cluster.rules.yml"))
     (tmp_path / "prometheus.yml").write_text(text)
     out = subprocess.run(
@@ -410,7 +437,100 @@ def test_prometheus_config_scrapes_every_node(tmp_path: Path) -> None:
         (["10.0.0.11:9100"], "node1"),
         (["node2:9100"], "node2"),
     ]
-    assert conf["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["am.lab:9093"]
+    # Every scrape asks with the password file; Prometheus scrapes itself at its address.
+    auth = {"username": "metrics", "password_file": str(password)}
+    assert all(job["basic_auth"] == auth for job in conf["scrape_configs"])
+    own = next(j for j in conf["scrape_configs"] if j["job_name"] == "prometheus")
+    assert own["static_configs"][0]["targets"] == ["10.0.0.1:9090"]
+    sender = conf["alerting"]["alertmanagers"][0]
+    if external:
+        assert sender["static_configs"][0]["targets"] == ["am.lab:9093"]
+        assert "basic_auth" not in sender
+    else:
+        assert sender["static_configs"][0]["targets"] == ["10.0.0.1:9093"]
+        assert sender["basic_auth"] == auth
+
+
+def test_daemons_listen_on_the_cluster_address_and_ask_for_the_password() -> None:
+    web = "--web.config.file=/etc/prometheus/web-auth.yml"
+    prometheus = render("etc/default/prometheus.j2")
+    assert "--web.listen-address=10.0.0.1:9090 " in prometheus and web in prometheus
+    am = render("etc/default/prometheus-alertmanager.j2")
+    assert "--web.listen-address=10.0.0.1:9093 " in am and web in am
+    assert "--cluster.listen-address= " in am  # no HA peers: no port 9094
+    exporter = render("etc/default/prometheus-node-exporter.j2")
+    assert web in exporter
+    jammy = render(
+        "etc/default/prometheus-node-exporter.j2", __monitoring_exporter_web_flag="--web.config"
+    )
+    assert "--web.config=/etc/prometheus/web-auth.yml" in jammy
+
+
+@needs_promtool
+def test_web_config_passes_promtool(tmp_path: Path) -> None:
+    (tmp_path / "web.yml").write_text(render("etc/prometheus/web-auth.yml.j2"))
+    out = subprocess.run(
+        [PROMTOOL, "check", "web-config", str(tmp_path / "web.yml")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    users = yaml.safe_load((tmp_path / "web.yml").read_text())["basic_auth_users"]
+    assert users == {"metrics": ROLE_VARS["__monitoring_hash"]}
+
+
+RECEIVERS = {
+    "monitoring_alert_webhook_url": "https://chat.example.org/hooks/TOKEN",
+    "monitoring_alert_email_to": ["admin@lab.example", "gpu@lab.example"],
+    "monitoring_alert_email_from": "slurm@lab.example",
+    "monitoring_alert_smarthost": "smtp.lab.example:587",
+    "monitoring_alert_smtp_username": "slurm",
+    "monitoring_alert_smtp_password": "relay-secret",
+}
+
+
+@needs_amtool
+@pytest.mark.parametrize("given", ["none", "webhook", "all"])
+def test_alertmanager_config_passes_amtool(tmp_path: Path, given: str) -> None:
+    values = {
+        "none": {},
+        "webhook": {"monitoring_alert_webhook_url": "http://node1:9999/hook"},
+        "all": RECEIVERS,
+    }[given]
+    text = render("etc/prometheus/alertmanager.yml.j2", **values)
+    (tmp_path / "alertmanager.yml").write_text(text)
+    out = subprocess.run(
+        [AMTOOL, "check-config", str(tmp_path / "alertmanager.yml")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    conf = yaml.safe_load(text)
+    assert conf["route"]["group_by"] == ["alertname", "instance", "node", "check"]
+    (receiver,) = conf["receivers"]
+    if given == "none":
+        assert set(receiver) == {"name"}
+    else:
+        assert all(w["send_resolved"] for w in receiver["webhook_configs"])
+    if given == "all":
+        assert [e["to"] for e in receiver["email_configs"]] == RECEIVERS[
+            "monitoring_alert_email_to"
+        ]
+        assert all(e["send_resolved"] for e in receiver["email_configs"])
+        assert conf["global"]["smtp_smarthost"] == "smtp.lab.example:587"
+        assert conf["global"]["smtp_auth_password"] == "relay-secret"
+        assert conf["global"]["smtp_require_tls"] is True
+
+
+def test_receivers_file_is_never_logged_and_not_world_readable() -> None:
+    tasks = yaml.safe_load((ROLE / "tasks" / "configure.yml").read_text())
+    task = next(
+        t
+        for t in tasks
+        if t.get("ansible.builtin.template", {}).get("src", "").endswith("alertmanager.yml.j2")
+    )
+    assert task["ansible.builtin.template"]["mode"] == "0640"
+    assert task["ansible.builtin.template"]["group"] == "prometheus"
+    assert "monitoring_alert_smtp_password" in task["no_log"]
+    assert task["ansible.builtin.template"]["validate"].startswith("amtool check-config")
 
 
 def test_defaults_match_argument_specs() -> None:

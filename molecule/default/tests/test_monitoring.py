@@ -1,9 +1,14 @@
 """Monitoring on the converged cluster: the real Prometheus on ctl scrapes every node's
 exporter, and a query through its HTTP API returns each metric family for every node.
 
-Literal expectations (ports 9090/9100, unit names, node names). A fault (the
-shared folder hidden on node2 by a tmpfs) turns SharedFilesystemMissing to
-firing within its for: (2 min) plus one collector and one scrape interval.
+Literal expectations (ports 9090/9093/9100, unit names, node names). Prometheus,
+Alertmanager and every exporter ask for the password (basic authentication):
+refused without it, from a compute node as from anywhere. A fault (the shared
+folder hidden on node2 by a tmpfs) turns SharedFilesystemMissing to firing
+within its for: (1 min here) plus one collector and one scrape interval; the
+node health program drains node2 meanwhile, and Alertmanager's webhook (a
+receiver these tests start on node1) gets NodeDrainedByHealth firing, then
+resolved once node2 is back.
 """
 
 from __future__ import annotations
@@ -37,16 +42,37 @@ SLURM_FAMILIES = [
 VERDICT_FAMILIES = ["cluster_doctor_check_status"]
 
 
-def query(expr: str) -> list[dict]:
-    """Prometheus' /api/v1/query on ctl, asked from ctl itself (no curl needed)."""
-    url = "http://127.0.0.1:9090/api/v1/query?query=" + urllib.parse.quote(expr)
-    out = host("ctl").run(
-        "python3 -c 'import sys, urllib.request; "
-        "sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' %s",
-        url,
-    )
+PASSWORD_FILE = "/etc/prometheus/auth/password"
+# GET a URL from a node with python3 (no curl there): prints the HTTP status,
+# then the body; the password (a file on that node), if given, as basic auth.
+FETCH = r"""
+import base64, sys, urllib.error, urllib.request
+url, user, pw_file = sys.argv[1:4]
+req = urllib.request.Request(url)
+if pw_file:
+    pw = open(pw_file).read().strip()
+    req.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{pw}".encode()).decode())
+try:
+    with urllib.request.urlopen(req, timeout=10) as r:
+        print(r.status); sys.stdout.write(r.read().decode())
+except urllib.error.HTTPError as e:
+    print(e.code)
+"""
+
+
+def fetch(node: str, url: str, password_file: str = "", user: str = "metrics") -> tuple[int, str]:
+    out = host(node).run("python3 -c %s %s %s %s", FETCH, url, user, password_file or "''")
     assert out.rc == 0, out.stderr
-    doc = json.loads(out.stdout)
+    status, _, body = out.stdout.partition("\n")
+    return int(status), body
+
+
+def query(expr: str) -> list[dict]:
+    """Prometheus' /api/v1/query, asked on ctl with the password (its cluster address)."""
+    url = "http://ctl:9090/api/v1/query?query=" + urllib.parse.quote(expr)
+    status, body = fetch("ctl", url, PASSWORD_FILE)
+    assert status == 200, body
+    doc = json.loads(body)
     assert doc["status"] == "success", doc
     return doc["data"]["result"]
 
@@ -69,11 +95,57 @@ def test_exporter_and_timer_active(name: str) -> None:
     assert h.file("/usr/local/sbin/slurm-cluster-textfile").mode == 0o755
 
 
-def test_prometheus_on_the_controller() -> None:
+def test_prometheus_and_alertmanager_on_the_cluster_address() -> None:
     h = host("ctl")
-    assert h.service("prometheus").is_running
-    assert h.socket("tcp://0.0.0.0:9090").is_listening
+    address = h.check_output("getent ahostsv4 ctl | awk 'NR==1 {print $1}'")
+    assert not address.startswith("127.")
+    for unit, port in (("prometheus", 9090), ("prometheus-alertmanager", 9093)):
+        assert h.service(unit).is_running, unit
+        assert h.socket(f"tcp://{address}:{port}").is_listening, unit
+        assert not h.socket(f"tcp://0.0.0.0:{port}").is_listening, unit
+    assert not h.socket("tcp://0.0.0.0:9094").is_listening  # no HA peers' port
     assert "--storage.tsdb.retention.time=15d" in h.file("/etc/default/prometheus").content_string
+
+
+def test_metrics_ask_for_the_password_even_from_a_compute_node() -> None:
+    """From node1 (where users log in to run jobs): refused without the password,
+    answered with it; the password itself is on ctl only, 0640 root:prometheus."""
+    api = "http://ctl:9090/api/v1/query?query=up"
+    assert fetch("node1", api)[0] == 401
+    assert fetch("node1", "http://ctl:9093/api/v2/status")[0] == 401
+    assert fetch("node1", "http://node2:9100/metrics")[0] == 401
+    # Wrong password: refused too.
+    node1 = host("node1")
+    node1.run("printf wrong > /tmp/wrong-password")
+    assert fetch("node1", api, "/tmp/wrong-password")[0] == 401
+    # With the real one (copied for this test only) it answers.
+    password = host("ctl").file(PASSWORD_FILE)
+    assert (password.user, password.group, password.mode) == ("root", "prometheus", 0o640)
+    assert not node1.file(PASSWORD_FILE).exists
+    node1.run("umask 077 && echo %s > /tmp/metrics-password", password.content_string.strip())
+    try:
+        status, body = fetch("node1", api, "/tmp/metrics-password")
+        assert status == 200 and json.loads(body)["status"] == "success", body
+        assert fetch("node1", "http://node2:9100/metrics", "/tmp/metrics-password")[0] == 200
+        assert fetch("node1", "http://ctl:9093/api/v2/status", "/tmp/metrics-password")[0] == 200
+    finally:
+        node1.run("rm -f /tmp/metrics-password /tmp/wrong-password")
+
+
+def test_generated_files_pass_promtool_and_amtool() -> None:
+    ctl = host("ctl")
+    for cmd in (
+        "promtool check config /etc/prometheus/prometheus.yml",
+        "promtool check rules /etc/prometheus/slurm_cluster.rules.yml",
+        "promtool check web-config /etc/prometheus/web-auth.yml",
+        "amtool check-config /etc/prometheus/alertmanager.yml",
+    ):
+        out = ctl.run(cmd)
+        assert out.rc == 0, f"{cmd}: {out.stdout}{out.stderr}"
+    # The receivers' file holds the relay's password: not world-readable.
+    am = ctl.file("/etc/prometheus/alertmanager.yml")
+    assert (am.user, am.group, am.mode) == ("root", "prometheus", 0o640)
+    assert "email_configs" in am.content_string and "webhook_configs" in am.content_string
 
 
 def test_every_node_scraped_up() -> None:
@@ -117,20 +189,64 @@ def test_munge_and_shared_fs_healthy() -> None:
 
 
 def test_rules_loaded_and_quiet() -> None:
-    out = host("ctl").run(
-        "python3 -c 'import urllib.request; print(urllib.request.urlopen("
-        '"http://127.0.0.1:9090/api/v1/rules", timeout=10).read().decode())\''
-    )
-    rules = json.loads(out.stdout)["data"]["groups"][0]["rules"]
+    status, body = fetch("ctl", "http://ctl:9090/api/v1/rules", PASSWORD_FILE)
+    assert status == 200, body
+    rules = json.loads(body)["data"]["groups"][0]["rules"]
     # One rule per alert of the check registry (cluster_checks.py).
     assert len(rules) == 17
     assert all(r["labels"]["check"] for r in rules)
     assert [r["name"] for r in rules if r["state"] == "firing"] == []
 
 
-def test_shared_fs_fault_fires_alert() -> None:
-    """Hide /shared on node2 (tmpfs over it), wait for the alert, then heal."""
-    node2 = host("node2")
+# The webhook's receiver (monitoring_alert_webhook_url in molecule/shared/
+# host_vars/ctl.yml): each POST's body, with the receipt time, one JSON per line.
+SINK = r"""
+import http.server, json, time
+class Sink(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with open("/tmp/alerts.jsonl", "a") as out:
+            out.write(json.dumps({"received": time.time(), "body": body}) + "\n")
+        self.send_response(200); self.end_headers()
+http.server.HTTPServer(("", 9999), Sink).serve_forever()
+"""
+
+
+def webhook_calls(alert: str, node: str, status: str) -> list[dict]:
+    """The webhook's receipts naming this alert on this node with this status."""
+    out = host("node1").run("cat /tmp/alerts.jsonl 2>/dev/null")
+    calls = []
+    for line in out.stdout.splitlines():
+        doc = json.loads(line)
+        for a in doc["body"]["alerts"]:
+            labels = a["labels"]
+            if (
+                labels.get("alertname") == alert
+                and labels.get("node") == node
+                and a["status"] == status
+            ):
+                calls.append({"received": doc["received"], **a})
+    return calls
+
+
+def wait_webhook(alert: str, node: str, status: str, timeout: float) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while not (calls := webhook_calls(alert, node, status)) and time.monotonic() < deadline:
+        time.sleep(5)
+    return calls
+
+
+def health_events(node: str) -> list[dict]:
+    out = host(node).run("cat /var/lib/slurm-cluster/health/events.jsonl 2>/dev/null")
+    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+
+
+def test_shared_fs_fault_fires_alert_and_reaches_the_webhook() -> None:
+    """Hide /shared on node2 (tmpfs over it): SharedFilesystemMissing fires, the health
+    program drains node2, the webhook gets NodeDrainedByHealth firing; heal: resolved."""
+    node1, node2 = host("node1"), host("node2")
+    node1.run("systemctl stop alert-sink; rm -f /tmp/alerts.jsonl")
+    assert node1.run("systemd-run --unit=alert-sink --collect python3 -c %s", SINK).rc == 0
     assert node2.run("mount -t tmpfs tmpfs /shared").rc == 0
     start = time.monotonic()
     try:
@@ -145,8 +261,23 @@ def test_shared_fs_fault_fires_alert() -> None:
         # + evaluation 15 s (and this loop's 5 s).
         assert took <= 60 + 15 + 15 + 15 + 10, took
         print(f"SharedFilesystemMissing firing {took:.0f} s after the fault")
+        # The drain's alert reaches the webhook: for: 1 min + collector, scrape,
+        # evaluation (15 s each) + group_wait 10 s after the health program's drain.
+        firing = wait_webhook("NodeDrainedByHealth", "node2", "firing", timeout=300)
+        assert firing, "no NodeDrainedByHealth firing for node2 reached the webhook"
+        drains = [e for e in health_events("node2") if e["event"] == "drain"]
+        assert drains, health_events("node2")
+        drained_at = max(e["time"] for e in drains if e["time"] <= firing[0]["received"])
+        lag = firing[0]["received"] - drained_at
+        print(f"NodeDrainedByHealth at the webhook {lag:.0f} s after the drain")
+        assert lag <= 60 + 15 * 3 + 10 + 30, lag
     finally:
         node2.run("umount /shared")
         # The node health program drained node2 meanwhile: one run resumes it
         # now (as site.yml would), so the next tests find it in service.
         node2.run("/usr/local/sbin/cluster-health")
+    back = time.time()
+    resolved = wait_webhook("NodeDrainedByHealth", "node2", "resolved", timeout=240)
+    node1.run("systemctl stop alert-sink")
+    assert resolved, "no resolved NodeDrainedByHealth for node2 reached the webhook"
+    print(f"resolved at the webhook {resolved[0]['received'] - back:.0f} s after node2's resume")
