@@ -49,7 +49,7 @@ FETCH = r"""
 import base64, sys, urllib.error, urllib.request
 url, user, pw_file = sys.argv[1:4]
 req = urllib.request.Request(url)
-if pw_file:
+if pw_file != "-":
     pw = open(pw_file).read().strip()
     req.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{pw}".encode()).decode())
 try:
@@ -61,7 +61,7 @@ except urllib.error.HTTPError as e:
 
 
 def fetch(node: str, url: str, password_file: str = "", user: str = "metrics") -> tuple[int, str]:
-    out = host(node).run("python3 -c %s %s %s %s", FETCH, url, user, password_file or "''")
+    out = host(node).run("python3 -c %s %s %s %s", FETCH, url, user, password_file or "-")
     assert out.rc == 0, out.stderr
     status, _, body = out.stdout.partition("\n")
     return int(status), body
@@ -281,3 +281,18 @@ def test_shared_fs_fault_fires_alert_and_reaches_the_webhook() -> None:
     node1.run("systemctl stop alert-sink")
     assert resolved, "no resolved NodeDrainedByHealth for node2 reached the webhook"
     print(f"resolved at the webhook {resolved[0]['received'] - back:.0f} s after node2's resume")
+
+
+def test_receivers_rewritten_without_showing_a_secret(run_playbook) -> None:
+    """The receivers' file lost: site.yml --tags monitoring --diff -vvv writes it again,
+    and neither the relay's password nor the metrics password appears in its output."""
+    ctl = host("ctl")
+    password = ctl.file(PASSWORD_FILE).content_string.strip()
+    assert ctl.run("rm -f /etc/prometheus/alertmanager.yml").rc == 0
+    result = run_playbook("site.yml", "--tags", "monitoring", "--diff", "-vvv")
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-3000:]
+    assert "relay-test-password" not in out
+    assert password not in out
+    assert "relay-test-password" in ctl.file("/etc/prometheus/alertmanager.yml").content_string
+    assert ctl.service("prometheus-alertmanager").is_running
