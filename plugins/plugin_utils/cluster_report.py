@@ -324,7 +324,7 @@ def verdict_metrics(data: dict) -> str:
 # --------------------------------------------------------------------------- html
 
 CSS = """
-body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;overflow-wrap:anywhere}
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
 h1{font-size:1.4em;margin:0 0 .4em}h2{font-size:1.15em;margin:1.4em 0 .4em}
 .banner{padding:.8em 1em;border-radius:6px;color:#fff;font-size:1.1em}
 .banner.bad{background:#d62728}.banner.ok{background:#2ca02c}.banner.warn{background:#c77800}
@@ -338,7 +338,8 @@ table.doctor{margin-bottom:.6em}table.doctor td.s{padding:2px 4px;min-width:1em}
 table.doctor th.c{vertical-align:bottom;padding:4px 2px;font-weight:500}
 table.doctor th.c span{display:inline-block;writing-mode:vertical-rl;transform:rotate(180deg);
 white-space:nowrap;font-size:12px}
-table.doctor th.n{max-width:14em}td.t{white-space:nowrap}
+table.doctor th.n{max-width:14em}p,li,td{overflow-wrap:anywhere}td.n{overflow-wrap:normal}
+td.t,td.s,#events th{white-space:nowrap}
 """
 
 
@@ -488,7 +489,8 @@ def events_table(events: list[dict]) -> str:
         if ev.get("by"):
             cause += f" (by {ev['by']})"
         rows.append(
-            f'<tr><td class="t">{_e(_iso(ev["time"]))}</td><td>{_e(ev.get("node", "?"))}</td>'
+            f'<tr><td class="t">{_e(_iso(ev["time"]))}</td>'
+            f'<td class="n">{_e(ev.get("node", "?"))}</td>'
             f'<td class="s {ACTION_STATUS.get(action, "WARN")}">{_e(action)}</td>'
             f"<td>{_e(cause)}</td></tr>"
         )
