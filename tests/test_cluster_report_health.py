@@ -213,3 +213,22 @@ def test_report_play_reads_the_health_files_of_a_compute_node(tmp_path: Path) ->
         assert run.returncode == 0, run.stdout + run.stderr
         assert "changed=0" in run.stdout
     assert kept.read_text().splitlines() == [line(DRAIN), line(RESUME)]
+
+
+def test_cli_picks_the_one_cluster_or_asks_which(tmp_path: Path, monkeypatch) -> None:
+    sys.path.insert(0, str(ROOT / "tools"))
+    import cluster_report as cli  # tools/cluster_report.py
+
+    monkeypatch.setattr(cli, "ROOT", tmp_path)
+    folders = two_clusters(tmp_path)
+    (tmp_path / "results" / "make-test-times.txt").write_text("")  # make test's own file
+    assert cli.results_folder("big", None) == folders["big"]
+    assert cli.results_folder(None, str(tmp_path / "x")) == tmp_path / "x"
+    try:
+        cli.results_folder(None, None)
+    except SystemExit as exc:
+        assert "results of 2 clusters (big, lab)" in str(exc) and "--cluster NAME" in str(exc)
+    else:
+        raise AssertionError("two clusters and no --cluster: no refusal")
+    shutil.rmtree(folders["big"])
+    assert cli.results_folder(None, None) == folders["lab"]
