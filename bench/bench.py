@@ -351,7 +351,8 @@ def target_verdicts(figures: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 # The smoke job's launch task (roles/smoke_train/tasks/partition.yml: one per
-# partition, every mode inside) and its results file.
+# partition, every mode inside) and its results file, results/<cluster_name>/<run id>.json
+# (cluster_results_dir; the bench runs one cluster, so any cluster's newest).
 SMOKE_LAUNCH_TASK = "Launch and judge each mode in "
 SMOKE_RESULTS = ROOT / "results"
 SMOKE_RUN_FILE = re.compile(r"^\d{8}T\d{6}Z-\d+\.json$")
@@ -391,10 +392,10 @@ def smoke_breakdown(
 
 
 def newest_smoke_results(since: float, folder: Path = SMOKE_RESULTS) -> dict[str, Any] | None:
-    """The results file (``<run id>.json``) a smoke run wrote after ``since`` (epoch s)."""
+    """The results file (``[<cluster>/]<run id>.json``) a smoke run wrote after ``since``."""
     found = [
         path
-        for path in (folder.glob("*.json") if folder.is_dir() else [])
+        for path in ([*folder.glob("*.json"), *folder.glob("*/*.json")] if folder.is_dir() else [])
         if SMOKE_RUN_FILE.match(path.name) and path.stat().st_mtime >= since
     ]
     if not found:

@@ -611,3 +611,8 @@ def test_smoke_breakdown_mode_by_mode(tmp_path: Path) -> None:
     (tmp_path / "doctor-latest.json").write_text("{}")
     assert bench.newest_smoke_results(0, tmp_path) == summary
     assert bench.newest_smoke_results(4102444800, tmp_path) is None  # 2100: none that new
+    # In its cluster's folder (cluster_results_dir: results/<cluster_name>).
+    (tmp_path / "20261202T091749Z-769.json").unlink()
+    (tmp_path / "local").mkdir()
+    (tmp_path / "local" / "20261202T091749Z-769.json").write_text(json.dumps(summary))
+    assert bench.newest_smoke_results(0, tmp_path) == summary

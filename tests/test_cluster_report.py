@@ -277,7 +277,7 @@ class Browser:
             if ev.get("method") == method:
                 return ev
 
-    def open(self, url: str) -> None:
+    def open(self, url: str, width: int = 1280) -> None:
         target = self.call("Target.createTarget", url="about:blank")["targetId"]
         self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)[
             "sessionId"
@@ -286,16 +286,18 @@ class Browser:
             self.call(f"{domain}.enable")
         self.call(
             "Emulation.setDeviceMetricsOverride",
-            width=1280, height=900, deviceScaleFactor=1, mobile=False,
+            width=width, height=900, deviceScaleFactor=1, mobile=False,
         )  # fmt: skip
         self.events.clear()
         self.call("Page.navigate", url=url)
         self.wait_event("Page.loadEventFired")
 
     def text(self) -> str:
-        res = self.call(
-            "Runtime.evaluate", expression="document.body.innerText", returnByValue=True
-        )
+        return self.value("document.body.innerText")
+
+    def value(self, expression: str) -> object:
+        """An expression's value, evaluated by DevTools (the page itself has no script)."""
+        res = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
         return res["result"]["value"]
 
     def console_errors(self) -> list[str]:
@@ -380,3 +382,75 @@ def test_report_in_chromium(browser: Browser, tmp_path: Path, faulty: bool) -> N
         assert "Cluster PASS" in first_lines
         assert "FAIL:" not in text
     assert "Node \u00d7 check" in text and "node1" in text
+
+
+def wide_results(tmp_path: Path, checks: int = 45, nodes: int = 24) -> Path:
+    """A doctor report of many long-named checks on many nodes, and a drain and a resume."""
+    out = tmp_path / "results"
+    shutil.copytree(HEALTHY, out)
+    doctor_path = next(out.glob("doctor-2*.json"))
+    doctor = json.loads(doctor_path.read_text())
+    names = [f"gpu.interconnect.check_number_{i:02d}" for i in range(checks)]
+    hosts = [f"gpu-node-{i:03d}.rack-a.example.org" for i in range(nodes)]
+    doctor.update(checks=names, hosts=hosts, verdict="FAIL")
+    doctor["results"] = [
+        {"host": h, "check": c, "status": "FAIL" if (h, c) == (hosts[1], names[3]) else "PASS",
+         "evidence": "/a/very/long/path/that/does/not/break/anywhere/" * 4, "fix": ""}
+        for h in hosts for c in names
+    ]  # fmt: skip
+    doctor_path.write_text(json.dumps(doctor))
+    (out / "health").mkdir()
+    events = [
+        {"time": 1796188200.5, "node": hosts[1], "event": "drain",
+         "reason": "health: gpu.xid: Xid 79 on 0000:3b:00.0 (GPU fell off the bus)" * 3},
+        {"time": 1796188800.0, "node": hosts[1], "event": "resume", "reason": ""},
+    ]  # fmt: skip
+    (out / "health" / f"{hosts[1]}-events.jsonl").write_text(
+        "".join(json.dumps(e, sort_keys=True) + "\n" for e in events)
+    )
+    return out
+
+
+@pytest.mark.parametrize("width", [1400, 1280])
+def test_report_fits_a_laptop_window(browser: Browser, tmp_path: Path, width: int) -> None:
+    """Nothing scrolls out of view: the page is no wider than the window, every table inside."""
+    page, _ = cluster_report.write(wide_results(tmp_path), tmp_path / "r.html", ROOT / "bench")
+    browser.open(page.as_uri(), width=width)
+    assert browser.console_errors() == []
+    assert browser.value("window.innerWidth") == width
+    assert browser.value("document.documentElement.scrollWidth") <= width
+    rights = browser.value(
+        "[...document.querySelectorAll('table,svg,img,li,p')]"
+        ".map(e => Math.ceil(e.getBoundingClientRect().right))"
+    )
+    assert rights and max(rights) <= width, max(rights)
+    # 45 checks: two doctor tables, every check named upright in a header.
+    assert browser.value("document.querySelectorAll('table.doctor').length") == 2
+    assert browser.value("document.querySelectorAll('table.doctor th.c').length") == 45
+    if width == 1280:
+        shot = ROOT / "results" / "cluster-report-wide.png"
+        shot.parent.mkdir(exist_ok=True)
+        browser.screenshot(shot)
+
+
+def test_report_in_chromium_lists_drain_and_resume(browser: Browser, tmp_path: Path) -> None:
+    """The drain and the resume, each with its node, UTC time and cause, as the page shows them."""
+    page, _ = cluster_report.write(wide_results(tmp_path), tmp_path / "r.html")
+    browser.open(page.as_uri())
+    rows = browser.value(
+        "[...document.querySelectorAll('#events tr')].slice(1)"
+        ".map(r => [...r.cells].map(c => c.innerText))"
+    )
+    node = "gpu-node-001.rack-a.example.org"
+    assert [r[:3] for r in rows] == [
+        ["2026-12-02T05:10:00Z", node, "drain"],
+        ["2026-12-02T05:20:00Z", node, "resume"],
+    ]
+    assert rows[0][3].startswith("health: gpu.xid: Xid 79 on 0000:3b:00.0")
+    text = browser.text()
+    # Next to the verdicts: after the banner and the smoke job, before the doctor's table.
+    assert (
+        text.index("Last smoke job")
+        < text.index("Drains and resumes")
+        < text.index("Node \u00d7 check")
+    )

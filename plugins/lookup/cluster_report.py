@@ -8,10 +8,15 @@ author: slurm-cluster-in-a-box contributors (@gpulab)
 version_added: 0.1.0
 short_description: Write the HTML cluster report and return the verdict metrics
 description:
-  - Reads the control machine's results folder (the doctor's reports, the smoke
-    job's verdicts and history, copies of the node health program's files) and
-    writes one self-contained HTML page there, C(cluster-report.html) by default,
-    which opens from a file with no server and no network.
+  - Reads the control machine's results folder of one cluster (the doctor's
+    reports, the smoke job's verdicts and history, the node health program's
+    kept files) and writes one self-contained HTML page there,
+    C(cluster-report.html) by default, which opens from a file with no server
+    and no network.
+  - First keeps the node health program's files given in O(health) under
+    C(<results folder>/health/), each node's last verdict as C(<node>.json) and
+    its drains, resumes and reason changes appended to C(<node>-events.jsonl)
+    when not kept yet (so a truncated events.jsonl on the node loses nothing).
   - Returns the doctor's, the smoke job's and the acceptance gate's verdicts in
     Prometheus' text exposition format, for the node exporter's textfile
     collector on the controller (roles/monitoring).
@@ -38,6 +43,16 @@ options:
         when they differ; the result's C(changed) says whether they did. Empty for none.
     type: str
     default: ""
+  health:
+    description:
+      - The node health program's files per compute node, to keep before the page is
+        written. Each value is the registered result (or the output) of the read command
+        of roles/monitoring/tasks/report.yml (C(last.json), the line
+        C(--- events.jsonl ---), then the tail of C(events.jsonl)), or a mapping with
+        C(last) and C(events) texts. A skipped, unreachable or empty entry keeps the
+        node's earlier files.
+    type: dict
+    default: {}
 """
 
 EXAMPLES = r"""
@@ -75,6 +90,7 @@ _raw:
 from ansible.errors import AnsibleLookupError  # noqa: E402
 from ansible.plugins.lookup import LookupBase  # noqa: E402
 from ansible_collections.gpulab.slurm_cluster.plugins.plugin_utils import (  # noqa: E402
+    cluster_health_files,
     cluster_report,
 )
 
@@ -86,10 +102,11 @@ class LookupModule(LookupBase):
             raise AnsibleLookupError("cluster_report takes one term: the results folder")
         keep = self.get_option("verdicts_file")
         try:
+            cluster_health_files.merge(terms[0], self.get_option("health"))
             path, metrics = cluster_report.write(
                 terms[0], self.get_option("out") or None, self.get_option("bench_dir") or None
             )
             changed = cluster_report.keep_metrics(keep, metrics) if keep else False
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             raise AnsibleLookupError(f"cluster_report: {exc}") from exc
         return [{"metrics": metrics, "changed": changed, "report": str(path)}]

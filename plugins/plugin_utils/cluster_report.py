@@ -2,19 +2,25 @@
 
 Controller-side code (the lookup plugin gpulab.slurm_cluster.cluster_report
 and tools/cluster_report.py call it). Inputs, all optional, read from the
-control machine's results folder (cluster_results_dir):
+control machine's results folder of one cluster (cluster_results_dir,
+results/<cluster_name>/ by default):
 
 - ``doctor-latest.json`` and the last ``doctor-*.json`` runs (the doctor's
   node x check verdicts, roles/cluster_doctor);
 - ``history.jsonl`` (one line per smoke run and partition: step time per
   node, busbw per node set, pass/fail per node, the nodes that awaited
   acceptance; roles/smoke_train) and the newest ``<run id>.json`` verdict;
-- ``health/<node>.json`` and ``health/<node>-events.jsonl`` when someone
-  copied the node health program's files there (its last.json and events);
+- ``health/<node>.json`` and ``health/<node>-events.jsonl``: the node health
+  program's last verdict and its drains, resumes and reason changes, which
+  the monitoring play reads on every compute node and keeps there
+  (cluster_health_files.py);
 - PNG charts and bench JSON in the bench folder, when given.
 
 The page has no script and loads nothing: styles, SVG charts and images are
-inline, so it opens from a file on the shared filesystem or a laptop.
+inline, so it opens from a file on the shared filesystem or a laptop. It
+fits a laptop's window (1,280 pixels): the doctor's check names stand
+upright over one-letter cells, in tables of at most CHECK_COLUMNS checks;
+long words wrap; charts shrink.
 Standard library only.
 """
 
@@ -22,16 +28,20 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import html
 import json
 import os
 import re
 from pathlib import Path
 
+from ansible_collections.gpulab.slurm_cluster.plugins.plugin_utils import report_svg
+
 STATUS_ORDER = {"FAIL": 0, "WARN": 1, "PASS": 2, "SKIP": 3}
-COLOURS = {"FAIL": "#d62728", "WARN": "#ff9f1c", "PASS": "#2ca02c", "SKIP": "#b0b0b0"}
 DOCTOR_RUNS = 40
 HISTORY_LINES = 200
+EVENT_ROWS = 100
+# The colour of a health event: drains red, resumes green, reason changes amber.
+ACTION_STATUS = {"drain": "FAIL", "flapping": "FAIL", "resume": "PASS"}
+CHECK_COLUMNS = 32
 RUN_ID_RE = re.compile(r"(\d{8}T\d{6}Z)")
 
 
@@ -93,7 +103,8 @@ def load(results_dir: str | os.PathLike, bench_dir: str | os.PathLike | None = N
         if doc:
             health[str(doc.get("node") or path.stem)] = doc
     for path in sorted((results / "health").glob("*-events.jsonl")):
-        events.extend(_jsonl(path, HISTORY_LINES))
+        node = path.name.removesuffix("-events.jsonl")
+        events.extend({"node": node, **ev} for ev in _jsonl(path, HISTORY_LINES))
     charts: list[tuple[str, bytes]] = []
     bench: list[dict] = []
     if bench_dir and Path(bench_dir).is_dir():
@@ -322,17 +333,24 @@ table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;text-
 td.s{color:#fff;font-weight:600;text-align:center}
 .FAIL{background:#d62728}.WARN{background:#ff9f1c}.PASS{background:#2ca02c}.SKIP{background:#b0b0b0}
 .muted{color:#666}svg text{font:11px system-ui,sans-serif}
+svg,img{max-width:100%;height:auto}
+table.doctor{margin-bottom:.6em}table.doctor td.s{padding:2px 4px;min-width:1em}
+table.doctor th.c{vertical-align:bottom;padding:4px 2px;font-weight:500}
+table.doctor th.c span{display:inline-block;writing-mode:vertical-rl;transform:rotate(180deg);
+white-space:nowrap;font-size:12px}
+table.doctor th.n{max-width:14em}p,li,td{overflow-wrap:anywhere}td.n{overflow-wrap:normal}
+td.t,td.s,#events th{white-space:nowrap}
 """
 
 
-def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+_e = report_svg.escape
+_fmt_time = report_svg.utc_minute
+line_chart = report_svg.line_chart
 
 
-def _fmt_time(when: float | None) -> str:
-    if when is None:
-        return "?"
-    return dt.datetime.fromtimestamp(when, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+def _iso(when: float) -> str:
+    """UTC, ISO 8601 to the second: 2026-12-02T04:55:40Z."""
+    return dt.datetime.fromtimestamp(when, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def banner(found: list[dict]) -> str:
@@ -376,20 +394,30 @@ def doctor_table(doctor: dict | None) -> str:
     cells: dict[tuple[str, str], list[dict]] = {}
     for r in doctor["results"]:
         cells.setdefault((r.get("host"), r.get("check")), []).append(r)
-    head = "".join(f"<th>{_e(c)}</th>" for c in checks)
-    rows = []
-    for h in hosts:
-        tds = []
-        for c in checks:
-            rs = cells.get((h, c))
-            if not rs:
-                tds.append("<td></td>")
-                continue
-            worst = min(rs, key=lambda r: STATUS_ORDER.get(r.get("status"), 9))
-            title = " | ".join(r.get("evidence", "") for r in rs)
-            status = worst.get("status", "?")
-            tds.append(f'<td class="s {_e(status)}" title="{_e(title)}">{_e(status)}</td>')
-        rows.append(f"<tr><th>{_e(h)}</th>{''.join(tds)}</tr>")
+    tables = []
+    # Check names upright, one letter a cell (its tooltip: check, status,
+    # evidence), at most CHECK_COLUMNS checks a table: a laptop's width.
+    for start in range(0, len(checks), CHECK_COLUMNS):
+        part = checks[start : start + CHECK_COLUMNS]
+        head = "".join(f'<th class="c" title="{_e(c)}"><span>{_e(c)}</span></th>' for c in part)
+        rows = []
+        for h in hosts:
+            tds = []
+            for c in part:
+                rs = cells.get((h, c))
+                if not rs:
+                    tds.append("<td></td>")
+                    continue
+                worst = min(rs, key=lambda r: STATUS_ORDER.get(r.get("status"), 9))
+                status = worst.get("status", "?")
+                title = f"{h} {c}: {status}: " + " | ".join(r.get("evidence", "") for r in rs)
+                tds.append(f'<td class="s {_e(status)}" title="{_e(title)}">{_e(status[:1])}</td>')
+            rows.append(f'<tr><th class="n">{_e(h)}</th>{"".join(tds)}</tr>')
+        name = ' id="doctor"' if start == 0 else ""
+        tables.append(
+            f'<table class="doctor"{name}><tr><th class="n">node</th>{head}</tr>'
+            f"{''.join(rows)}</table>"
+        )
     causes = [
         r
         for r in doctor["results"]
@@ -406,7 +434,8 @@ def doctor_table(doctor: dict | None) -> str:
     return (
         f"<p>Doctor run {_e(doctor.get('run_id', '?'))} ({when}): "
         f"<b>{_e(doctor.get('verdict', '?'))}</b></p>"
-        f'<table id="doctor"><tr><th>node</th>{head}</tr>{"".join(rows)}</table>'
+        + "".join(tables)
+        + '<p class="muted">P PASS, W WARN, F FAIL, S SKIP; hover a cell for its evidence.</p>'
         + (f"<ul>{cause_list}</ul>" if cause_list else "")
     )
 
@@ -434,82 +463,43 @@ def timeline(data: dict) -> str:
     for ev in data.get("events") or []:
         kind = ev.get("event", "")
         if isinstance(ev.get("time"), (int, float)) and ev.get("node"):
-            s = "FAIL" if kind == "drain" else ("PASS" if kind == "resume" else "WARN")
+            s = ACTION_STATUS.get(kind, "WARN")
             marks.setdefault(ev["node"], []).append(
                 (ev["time"], s, f"{kind}: {ev.get('reason', '')}")
             )
-    if not marks:
-        return '<p class="muted">No runs recorded yet.</p>'
-    times = [m[0] for ms in marks.values() for m in ms]
-    t0, t1 = min(times), max(times)
-    span = max(t1 - t0, 1.0)
-    width, left, row = 900, 80, 22
-    height = row * len(marks) + 30
-    parts = [f'<svg id="timeline" width="{width}" height="{height}" role="img">']
-    for i, node in enumerate(sorted(marks)):
-        y = 10 + i * row
-        parts.append(f'<text x="0" y="{y + 12}">{_e(node)}</text>')
-        for when, status, label in sorted(marks[node]):
-            x = left + (when - t0) / span * (width - left - 10)
-            parts.append(
-                f'<rect x="{x:.1f}" y="{y}" width="6" height="14" fill="{COLOURS[status]}">'
-                f"<title>{_e(_fmt_time(when))} {_e(label)}</title></rect>"
-            )
-    parts.append(f'<text x="{left}" y="{height - 4}">{_e(_fmt_time(t0))}</text>')
-    parts.append(
-        f'<text x="{width - 10}" y="{height - 4}" text-anchor="end">{_e(_fmt_time(t1))}</text>'
+    return report_svg.timeline(marks)
+
+
+def events_table(events: list[dict]) -> str:
+    """The node health program's drains, resumes and reason changes: time, node, action, cause."""
+    timed = sorted(
+        (ev for ev in events if isinstance(ev.get("time"), (int, float))),
+        key=lambda ev: (ev["time"], str(ev.get("node", ""))),
     )
-    parts.append("</svg>")
-    legend = " ".join(
-        f'<span class="{s}" style="color:#fff;padding:0 4px">{s}</span>'
-        for s in ("PASS", "WARN", "FAIL")
+    if not timed:
+        return (
+            '<p class="muted" id="events">No drain or resume by the node health program '
+            "in this results folder.</p>"
+        )
+    shown = timed[-EVENT_ROWS:]
+    rows = []
+    for ev in shown:
+        action = str(ev.get("event", "?"))
+        cause = str(ev.get("reason", ""))
+        if ev.get("by"):
+            cause += f" (by {ev['by']})"
+        rows.append(
+            f'<tr><td class="t">{_e(_iso(ev["time"]))}</td>'
+            f'<td class="n">{_e(ev.get("node", "?"))}</td>'
+            f'<td class="s {ACTION_STATUS.get(action, "WARN")}">{_e(action)}</td>'
+            f"<td>{_e(cause)}</td></tr>"
+        )
+    more = f" (the last {len(shown)} of {len(timed)})" if len(timed) > len(shown) else ""
+    return (
+        f'<p class="muted">Oldest first{more}; times in UTC.</p><table id="events"><tr>'
+        "<th>time (UTC)</th><th>node</th><th>action</th><th>cause</th></tr>"
+        f"{''.join(rows)}</table>"
     )
-    return "".join(parts) + f"<p>{legend} doctor runs, smoke runs and health events.</p>"
-
-
-PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
-
-
-def line_chart(
-    series: dict[str, list[tuple[float, float]]], title: str, unit: str, scale: float = 1.0
-) -> str:
-    points = [(t, v) for s in series.values() for t, v in s]
-    if not points:
-        return f'<p class="muted">{_e(title)}: no figures in the history yet.</p>'
-    t0, t1 = min(p[0] for p in points), max(p[0] for p in points)
-    vmax = max(p[1] for p in points) * scale or 1.0
-    width, height, left, bottom = 640, 220, 60, 30
-    span = max(t1 - t0, 1.0)
-
-    def xy(t: float, v: float) -> str:
-        x = left + (t - t0) / span * (width - left - 110)
-        y = 10 + (1 - v * scale / vmax) * (height - bottom - 10)
-        return f"{x:.1f},{y:.1f}"
-
-    parts = [f'<svg width="{width}" height="{height}" role="img"><title>{_e(title)}</title>']
-    parts.append(
-        f'<line x1="{left}" y1="{height - bottom}" x2="{width - 110}" '
-        f'y2="{height - bottom}" stroke="#999"/>'
-    )
-    parts.append(f'<text x="2" y="14">{vmax:.3g} {_e(unit)}</text>')
-    parts.append(f'<text x="2" y="{height - bottom}">0</text>')
-    for i, (name, pts) in enumerate(sorted(series.items())):
-        colour = PALETTE[i % len(PALETTE)]
-        path = " ".join(xy(t, v) for t, v in sorted(pts))
-        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{path}"/>')
-        for t, v in pts:
-            x, y = xy(t, v).split(",")
-            parts.append(
-                f'<circle cx="{x}" cy="{y}" r="2.5" fill="{colour}"><title>{_e(name)} '
-                f"{_e(_fmt_time(t))}: {v * scale:.4g} {_e(unit)}</title></circle>"
-            )
-        parts.append(f'<text x="{width - 100}" y="{20 + 14 * i}" fill="{colour}">{_e(name)}</text>')
-    parts.append(f'<text x="{left}" y="{height - 8}">{_e(_fmt_time(t0))}</text>')
-    parts.append(
-        f'<text x="{width - 110}" y="{height - 8}" text-anchor="end">{_e(_fmt_time(t1))}</text>'
-    )
-    parts.append("</svg>")
-    return f"<h3>{_e(title)}</h3>" + "".join(parts)
 
 
 def smoke_section(smoke: dict | None) -> str:
@@ -544,7 +534,7 @@ def bench_section(data: dict) -> str:
     for name, png in data.get("charts") or []:
         b64 = base64.b64encode(png).decode()
         parts.append(
-            f'<figure><img alt="{_e(name)}" style="max-width:900px" '
+            f'<figure><img alt="{_e(name)}" '
             f'src="data:image/png;base64,{b64}">'
             f"<figcaption>{_e(name)}</figcaption></figure>"
         )
@@ -572,6 +562,10 @@ def render_html(data: dict, title: str = "Slurm cluster report") -> str:
     body = [
         f"<h1>{_e(title)}</h1>",
         banner(found),
+        "<h2>Last smoke job</h2>",
+        smoke_section(data.get("smoke")),
+        "<h2>Drains and resumes (node health program)</h2>",
+        events_table(data.get("events") or []),
         "<h2>Node \u00d7 check (cluster doctor)</h2>",
         doctor_table(data.get("doctor")),
     ]
@@ -584,8 +578,6 @@ def render_html(data: dict, title: str = "Slurm cluster report") -> str:
     body += [
         "<h2>Health and drain timeline</h2>",
         timeline(data),
-        "<h2>Last smoke job</h2>",
-        smoke_section(data.get("smoke")),
     ]
     if gate_rows:
         body.append(

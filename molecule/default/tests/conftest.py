@@ -18,6 +18,23 @@ INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 INVENTORY_DIR = Path(INVENTORY).parent
 
 
+def cluster_name(inventory: Path = INVENTORY_DIR) -> str:
+    """cluster_name as the inventory's group_vars set it; else the cluster role's default."""
+    for folder, _, files in sorted(os.walk(inventory / "group_vars", followlinks=True)):
+        for name in sorted(files):
+            if name.endswith((".yml", ".yaml")):
+                doc = yaml.safe_load((Path(folder) / name).read_text())
+                if isinstance(doc, dict) and "cluster_name" in doc:
+                    return str(doc["cluster_name"])
+    return "cluster"
+
+
+# The scenario's results folder (cluster_results_dir: results/<cluster_name>
+# where the playbooks run, here the checkout). make test's own files and the
+# tests' timings (fault-suite-*.json) stay in results/ itself.
+RESULTS = ROOT / "results" / cluster_name()
+
+
 def host(name: str):
     """testinfra host of a node of molecule's inventory."""
     return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")

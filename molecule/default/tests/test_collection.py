@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, cluster_name
 
 BUNDLE = Path(sys.prefix) / "lib"
 TRANSPORT = "community.docker"  # this test's connection to the containers only
@@ -187,7 +187,8 @@ def test_doctor_site_and_smoke_from_the_installed_collection(lab: dict) -> None:
     assert smoke.returncode == 0, smoke.stdout[-4000:] + smoke.stderr[-2000:]
     assert "Smoke job PASS: srun" in smoke.stdout, smoke.stdout[-3000:]
 
-    results = lab["lab"] / "results"
+    # The lab's inventory is a copy of inventory/local: cluster_name local.
+    results = lab["lab"] / "results" / cluster_name(lab["lab"] / "inventory")
     report = json.loads((results / "doctor-latest.json").read_text())
     assert report["verdict"] == "PASS" and report["release"] == lab["galaxy"]["version"]
     assert (results / "history.jsonl").is_file()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import NEW_NODE as NEW
-from conftest import ROOT, add_new_node, host, node_state, remove_new_node
+from conftest import RESULTS, ROOT, add_new_node, host, node_state, remove_new_node
 
 SRUN_ONLY = '{"smoke_train_modes": ["srun"]}'
 
@@ -23,13 +23,13 @@ def state_and_reason(name: str) -> tuple[str, str]:
 
 
 def run_id(out: str) -> str:
-    found = re.findall(r"(?:results|runs|smoke)/(\d{8}T\d{6}Z-\d+)", out)
+    found = re.findall(r"(?:results/[\w-]+|runs|smoke)/(\d{8}T\d{6}Z-\d+)", out)
     assert found, out[-3000:]
     return found[-1]
 
 
 def history(run: str) -> list[dict]:
-    lines = (ROOT / "results/history.jsonl").read_text().splitlines()
+    lines = (RESULTS / "history.jsonl").read_text().splitlines()
     return [entry for entry in map(json.loads, lines) if entry.get("run_id") == run]
 
 

@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from conftest import host
-
-ROOT = Path(__file__).resolve().parents[3]
-RESULTS = ROOT / "results"
-
+from conftest import RESULTS, host
 
 MODES = ["srun", "torchrun", "sbatch", "spawn"]
 

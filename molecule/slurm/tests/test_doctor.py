@@ -21,10 +21,10 @@ import time
 from dataclasses import dataclass, field
 
 import pytest
-from conftest import ROOT, host
+from conftest import RESULTS, ROOT, host
 
 SUITE = os.environ.get("CLUSTER_SUITE", "bookworm")
-REPORT = ROOT / "results" / "doctor-latest.json"
+REPORT = RESULTS / "doctor-latest.json"
 TIMINGS: dict[str, dict] = {}
 FAKETIME_DROPIN = "/etc/systemd/system/munge.service.d/faketime.conf"
 

@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
-from conftest import host
+from conftest import RESULTS, host
 
-ROOT = Path(__file__).resolve().parents[3]
-RESULTS = ROOT / "results"
 CTL = host("ctl")
 SRUN_ONLY = '{"smoke_train_modes": ["srun"]}'
 
 
 def newest_summary() -> dict:
-    """The newest smoke_train.yml verdict (results/<run id>.json; not the doctor's)."""
+    """The newest smoke_train.yml verdict (results/<cluster>/<run id>.json; not the doctor's)."""
     found = []
     for path in RESULTS.glob("*.json"):
         if path.name.startswith(("doctor-", "fault-suite")):
