@@ -101,9 +101,15 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> dict:
         lab,
         dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg")),
     )
+    # The scenario's own host values (molecule/shared/host_vars: the receivers
+    # of the alerts on ctl), so that site.yml finds the cluster as it is; the
+    # connection by the collection's full name.
     for name in json.loads(hosts.stdout)["_meta"]["hostvars"]:
+        shared = ROOT / "molecule/shared/host_vars" / f"{name}.yml"
+        values = (yaml.safe_load(shared.read_text()) if shared.is_file() else None) or {}
+        values["ansible_connection"] = "community.docker.docker"
         (inventory / "host_vars" / f"{name}.yml").write_text(
-            "---\nansible_connection: community.docker.docker\n"
+            "---\n" + yaml.safe_dump(values, default_flow_style=False)
         )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "MOLECULE_"))}
     env.update(

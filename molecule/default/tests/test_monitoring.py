@@ -14,11 +14,12 @@ resolved once node2 is back.
 from __future__ import annotations
 
 import json
+import sys
 import time
 import urllib.parse
 
 import pytest
-from conftest import host
+from conftest import RESULTS, ROOT, host
 
 NODES = ["ctl", "node1", "node2"]
 COMPUTE = ["node1", "node2"]
@@ -283,9 +284,10 @@ def test_shared_fs_fault_fires_alert_and_reaches_the_webhook() -> None:
     print(f"resolved at the webhook {resolved[0]['received'] - back:.0f} s after node2's resume")
 
 
-def test_receivers_rewritten_without_showing_a_secret(run_playbook) -> None:
+def test_receivers_rewritten_without_showing_a_secret(run_playbook, tmp_path) -> None:
     """The receivers' file lost: site.yml --tags monitoring --diff -vvv writes it again,
-    and neither the relay's password nor the metrics password appears in its output."""
+    and neither the relay's password nor the metrics password appears in its output.
+    The report it writes lists node2's drain and resume of the fault above (Chromium)."""
     ctl = host("ctl")
     password = ctl.file(PASSWORD_FILE).content_string.strip()
     assert ctl.run("rm -f /etc/prometheus/alertmanager.yml").rc == 0
@@ -296,3 +298,26 @@ def test_receivers_rewritten_without_showing_a_secret(run_playbook) -> None:
     assert password not in out
     assert "relay-test-password" in ctl.file("/etc/prometheus/alertmanager.yml").content_string
     assert ctl.service("prometheus-alertmanager").is_running
+    # The monitoring play read node2's health files itself: the report, as
+    # Chromium renders it, lists the drain and the resume with time and cause.
+    drains = [e for e in health_events("node2") if e["event"] in ("drain", "resume")][-2:]
+    assert [e["event"] for e in drains] == ["drain", "resume"], drains
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_cluster_report import CHROMIUM, Browser
+
+    if CHROMIUM is None:
+        pytest.fail("chromium absent (make test-tools installs it)")
+    browser = Browser(CHROMIUM, tmp_path / "profile")
+    try:
+        browser.open((RESULTS / "cluster-report.html").as_uri())
+        rows = browser.value(
+            "[...document.querySelectorAll('#events tr')].slice(1)"
+            ".map(r => [...r.cells].map(c => c.innerText))"
+        )
+    finally:
+        browser.close()
+    for event in drains:
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(event["time"]))
+        assert [when, "node2", event["event"]] in [r[:3] for r in rows], (event, rows)
+    drain_row = next(r for r in rows if r[1:3] == ["node2", "drain"])
+    assert "shared" in drain_row[3], drain_row
