@@ -232,3 +232,29 @@ def test_cli_picks_the_one_cluster_or_asks_which(tmp_path: Path, monkeypatch) ->
         raise AssertionError("two clusters and no --cluster: no refusal")
     shutil.rmtree(folders["big"])
     assert cli.results_folder(None, None) == folders["lab"]
+
+
+def test_the_probes_read_counts_when_the_reports_own_was_skipped(tmp_path: Path) -> None:
+    """site.yml: the report's read is skipped and the monitoring probe's output
+    (its own lines, then PROBE_MARKER and the read) holds the files."""
+    event = '{"event": "drain", "node": "node2", "reason": "health: shared.fs", "time": 1.0}'
+    probe = {
+        "stdout": "abc123\nactive active\n"
+        + cluster_health_files.PROBE_MARKER
+        + '\n{"node": "node2"}\n'
+        + cluster_health_files.READ_MARKER
+        + "\n"
+        + event
+    }
+    skipped = {"skipped": True, "changed": False}
+    changed = cluster_health_files.merge(
+        tmp_path, {"node2": [skipped, probe], "ctl": [skipped, {"stdout": "x\ny"}]}
+    )
+    assert set(changed) == {"node2"}
+    assert (tmp_path / "health" / "node2-events.jsonl").read_text() == event + "\n"
+    # A probe without the health part (the controller) is no read: nothing kept.
+    assert not (tmp_path / "health" / "ctl.json").exists()
+    # The report's own read, when it ran, comes first.
+    own = {"stdout": '{"node": "node2", "ok": 1}\n' + cluster_health_files.READ_MARKER + "\n"}
+    cluster_health_files.merge(tmp_path, {"node2": [own, probe]})
+    assert '"ok": 1' in (tmp_path / "health" / "node2.json").read_text()

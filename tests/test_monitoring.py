@@ -323,7 +323,9 @@ def render(template: str, **extra: object) -> str:
     env.filters["gpulab.slurm_cluster.check_alert_rules"] = check_alert_rules
     env.filters["gpulab.slurm_cluster.alertmanager_config"] = alertmanager_config
     env.filters["trim"] = str.strip
-    env.filters["bool"] = lambda v: v if isinstance(v, bool) else str(v).lower() in ("true", "yes", "1")
+    env.filters["bool"] = lambda v: (
+        v if isinstance(v, bool) else str(v).lower() in ("true", "yes", "1")
+    )
     env.filters["to_nice_yaml"] = lambda d, indent=2, width=80: yaml.safe_dump(
         d, indent=indent, width=width, default_flow_style=False
     )

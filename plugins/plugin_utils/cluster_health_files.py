@@ -28,14 +28,38 @@ from pathlib import Path
 # The line between last.json and the events in the read command's output (a
 # JSON line never starts with "-"): tasks/report.yml prints it.
 READ_MARKER = "--- events.jsonl ---"
+# The line before the same read at the end of the monitoring role's probe
+# (roles/monitoring/tasks/probe.yml): site.yml's report takes the files from
+# there instead of reading each node a second time.
+PROBE_MARKER = "--- health ---"
 # A node's name as a file name: what Ansible and Slurm take, and no path.
 NODE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 def split_read(output: str) -> tuple[str, str]:
-    """(last.json, events) of the read command's output; ("", "") for none."""
-    last, _, events = (output or "").partition(READ_MARKER)
+    """(last.json, events) of the read command's output, or of the part after
+    PROBE_MARKER of the probe's; ("", "") for none (no READ_MARKER: not a read)."""
+    output = output or ""
+    if PROBE_MARKER in output:
+        output = output.split(PROBE_MARKER, 1)[1]
+    if READ_MARKER not in output:
+        return "", ""
+    last, _, events = output.partition(READ_MARKER)
     return last.strip(), events.strip()
+
+
+def _read_of(value: object) -> tuple[str, str] | None:
+    """(last, events) of one candidate; None for a kind that is none of the known ones."""
+    if isinstance(value, Mapping) and ("last" in value or "events" in value):
+        return str(value.get("last") or ""), str(value.get("events") or "")
+    if isinstance(value, Mapping):
+        # A registered result: skipped, unreachable or failed ones have no stdout.
+        return split_read(str(value.get("stdout") or ""))
+    if isinstance(value, str):
+        return split_read(value)
+    if value is None:
+        return "", ""
+    return None
 
 
 def _replace(path: Path, text: str) -> None:
@@ -100,8 +124,9 @@ def merge(
     """Keep every node's health files under results_dir/health; what changed, per node.
 
     health maps a node to the read command's registered result or output (a
-    str), or to {"last": last.json's text, "events": events.jsonl's lines};
-    a skipped, unreachable, empty or missing one keeps what is there.
+    str), or to {"last": last.json's text, "events": events.jsonl's lines},
+    or to a list of those (the first that holds the files counts); a
+    skipped, unreachable, empty or missing one keeps what is there.
     """
     if not health:
         return {}
@@ -117,20 +142,20 @@ def merge(
                 f"health: {node!r} is not a node name (letters, digits, '.', '_', '-'); "
                 "pass the compute nodes' inventory_hostname as keys"
             )
-        if isinstance(value, Mapping) and ("last" in value or "events" in value):
-            last, events = str(value.get("last") or ""), str(value.get("events") or "")
-        elif isinstance(value, Mapping):
-            # A registered result: skipped, unreachable or failed ones have no stdout.
-            last, events = split_read(str(value.get("stdout") or ""))
-        elif isinstance(value, str):
-            last, events = split_read(value)
-        elif value is None:
-            continue
-        else:
-            raise ValueError(
-                f"health[{node!r}]: expected the read command's output or "
-                f"{{'last': ..., 'events': ...}}, not {type(value).__name__}"
-            )
+        # A list: candidates in order (the report's own read, then the probe's),
+        # the first that holds the files counts.
+        candidates = list(value) if isinstance(value, (list, tuple)) else [value]
+        last = events = ""
+        for candidate in candidates:
+            read = _read_of(candidate)
+            if read is None:
+                raise ValueError(
+                    f"health[{node!r}]: expected the read command's output or "
+                    f"{{'last': ..., 'events': ...}}, not {type(candidate).__name__}"
+                )
+            if read[0] or read[1]:
+                last, events = read
+                break
         if not last and not events:
             continue
         folder.mkdir(parents=True, exist_ok=True)
