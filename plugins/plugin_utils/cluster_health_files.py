@@ -44,7 +44,7 @@ def split_read(output: str) -> tuple[str, str]:
         output = output.split(PROBE_MARKER, 1)[1]
     if READ_MARKER not in output:
         return "", ""
-    last, _, events = output.partition(READ_MARKER)
+    last, events = output.split(READ_MARKER, 1)
     return last.strip(), events.strip()
 
 
