@@ -215,7 +215,9 @@ def _installed_by_roles(key: str) -> dict[str, list[str]]:
         for pkg in known[f"__slurm_common_{kind}_packages"]
     ]
     known["__monitoring_packages"] = (
-        known["__monitoring_node_packages"] + known["__monitoring_controller_packages"]
+        known["__monitoring_node_packages"]
+        + known["__monitoring_controller_packages"]
+        + known["__monitoring_alertmanager_packages"]
     )
     out: dict[str, list[str]] = {}
     for tasks in sorted((ROOT / "roles").glob("*/tasks/*.yml")):

@@ -438,3 +438,41 @@ def _privileged(c: _Check, host: str, where: str, user: Mapping, extra: list) ->
             "cluster's key or secrets, or the proof account's results)",
             f"remove it, or opt in for this user: privileged_groups: {denied}",
         )
+
+
+# Rule makers: a check of one variable from its shape.
+
+
+def _path(var: str) -> Callable[[_Check, str, Any], None]:
+    def check(c: _Check, host: str, value: Any) -> None:
+        problem = path_problem(value)
+        if problem:
+            c.bad(
+                host,
+                var,
+                value,
+                problem,
+                f"set {var} to an absolute folder of its own, e.g. /shared",
+            )
+
+    return check
+
+
+def _int_range(
+    var: str, low: int, high: int | None, example: int
+) -> Callable[[_Check, str, Any], None]:
+    def check(c: _Check, host: str, value: Any) -> None:
+        n = _int(value)
+        if n is None or n < low or (high is not None and n > high):
+            span = f"{low}-{high}" if high is not None else f">= {low}"
+            c.bad(host, var, value, f"is not a whole number in {span}", f"e.g. {var}: {example}")
+
+    return check
+
+
+def _pattern(var: str, regex: str, what: str, example: str) -> Callable[[_Check, str, Any], None]:
+    def check(c: _Check, host: str, value: Any) -> None:
+        if not re.fullmatch(regex, str(value)):
+            c.bad(host, var, value, f"is not {what}", f"e.g. {var}: {example}")
+
+    return check
