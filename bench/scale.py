@@ -70,34 +70,46 @@ SAMPLE_S = 0.25
 # What the machine and the process tree use while a run goes
 
 
-def _children() -> dict[int, list[int]]:
+def _children(proc: Path = Path("/proc")) -> dict[int, list[int]]:
+    """{parent pid: child pids} from every /proc/PID/stat readable now.
+
+    Processes end while the scan reads: a stat file gone (ProcessLookupError,
+    FileNotFoundError), empty or cut short is skipped, never raised.
+    """
     tree: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
+    try:
+        names = os.listdir(proc)
+    except OSError:
+        return tree
+    for name in names:
+        if not name.isdigit():
             continue
-        tree.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        try:
+            fields = (proc / name / "stat").read_text().rsplit(")", 1)[1].split()
+            parent = int(fields[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        tree.setdefault(parent, []).append(int(name))
     return tree
 
 
-def _rss_kib(pid: int) -> int:
+def _rss_kib(pid: int, proc: Path = Path("/proc")) -> int:
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        for line in (proc / str(pid) / "status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
-    except OSError:
+    except (OSError, IndexError, ValueError):
         pass
     return 0
 
 
-def tree_rss_kib(root: int) -> int:
+def tree_rss_kib(root: int, proc: Path = Path("/proc")) -> int:
     """RSS of every process below root (root excluded: the bench itself)."""
-    tree, total = _children(), 0
+    tree, total = _children(proc), 0
     todo = list(tree.get(root, []))
     while todo:
         pid = todo.pop()
-        total += _rss_kib(pid)
+        total += _rss_kib(pid, proc)
         todo += tree.get(pid, [])
     return total
 
@@ -114,6 +126,8 @@ class Sampler:
     """Peak process-tree RSS, lowest MemAvailable and highest swap use, sampled."""
 
     def __init__(self) -> None:
+        self.samples = 0
+        self.errors: list[str] = []
         self.peak_rss_kib = 0
         self.min_available_kib: int | None = None
         self.max_swap_used_kib = 0
@@ -130,8 +144,14 @@ class Sampler:
         self.max_swap_used_kib = max(self.max_swap_used_kib, swap)
 
     def _loop(self) -> None:
+        # One failed sample (a process gone mid-read) is noted, not the end of
+        # the sampling: the thread goes on until the run ends.
         while not self._stop.wait(SAMPLE_S):
-            self._sample()
+            try:
+                self._sample()
+                self.samples += 1
+            except Exception as err:  # kept and reported with the figures
+                self.errors.append(f"{type(err).__name__}: {err}")
 
     def __enter__(self) -> Sampler:
         self._sample()
@@ -234,6 +254,9 @@ def measured(run: bench.RunResult, sampler: Sampler) -> dict[str, Any]:
         "peak_rss_mib": round(sampler.peak_rss_kib / 1024, 1),
         "min_available_mib": round((sampler.min_available_kib or 0) / 1024),
         "max_swap_used_mib": round(sampler.max_swap_used_kib / 1024),
+        # The memory samples taken, and any that failed (the sampling went on).
+        "memory_samples": sampler.samples,
+        "sampler_errors": sampler.errors[:5],
         # Where a phase grows faster than the floor, these name the task.
         "slowest": bench.slowest(run, 5),
         "errors": run.errors[:5],

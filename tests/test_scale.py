@@ -136,3 +136,36 @@ def test_slowest_tasks_name_the_largest_counts_tasks() -> None:
     text = scale.slowest_tasks([small, large])
     assert "16 nodes" in text and "3.5 s  gpulab.slurm_cluster.munge : Checksum the key" in text
     assert scale.slowest_tasks([]) == ""
+
+
+def test_children_skips_processes_that_end_mid_scan(tmp_path: Path) -> None:
+    """A /proc where one process is gone (no stat), one stat is empty and one cut
+    short: the scan keeps the readable ones and raises nothing."""
+    for pid, text in {"10": "10 (bash) S 1 10 10", "11": "11 (a) b) R 10 11", "12": "",
+                      "13": "13 (x"}.items():  # fmt: skip
+        (tmp_path / pid).mkdir()
+        (tmp_path / pid / "stat").write_text(text)
+    (tmp_path / "14").mkdir()  # ended: its folder left, its stat gone
+    (tmp_path / "self").mkdir()
+    assert scale._children(tmp_path) == {1: [10], 10: [11]}
+    assert scale.tree_rss_kib(1, tmp_path) == 0  # no status files: 0, no error
+
+
+def test_sampler_survives_a_failed_sample(monkeypatch) -> None:
+    calls = {"n": 0}
+
+    def flaky(root: int) -> int:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise ProcessLookupError(3, "No such process")
+        return 1024
+
+    monkeypatch.setattr(scale, "tree_rss_kib", flaky)
+    monkeypatch.setattr(scale, "SAMPLE_S", 0.01)
+    with scale.Sampler() as sampler:
+        deadline = time.monotonic() + 5
+        while sampler.samples < 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert sampler.samples >= 5
+    assert sampler.errors == ["ProcessLookupError: [Errno 3] No such process"]
+    assert sampler.peak_rss_kib == 1024
