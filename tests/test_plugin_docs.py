@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT / "collections"))
 
 MODULES = sorted(p.stem for p in (PLUGINS / "modules").glob("*.py") if p.stem != "__init__")
 STRATEGIES = sorted(p.stem for p in (PLUGINS / "strategy").glob("*.py") if p.stem != "__init__")
+LOOKUPS = sorted(p.stem for p in (PLUGINS / "lookup").glob("*.py") if p.stem != "__init__")
 FILTER_FILES = sorted(p.stem for p in (PLUGINS / "filter").glob("*.py") if p.stem != "__init__")
 
 
@@ -125,8 +126,13 @@ def ansible_doc(plugin_type: str, names: list[str]) -> dict:
 
 @pytest.mark.parametrize(
     ("plugin_type", "names"),
-    [("module", MODULES), ("strategy", STRATEGIES), ("filter", sorted(filters()))],
-    ids=["modules", "strategy", "filters"],
+    [
+        ("module", MODULES),
+        ("strategy", STRATEGIES),
+        ("filter", sorted(filters())),
+        ("lookup", LOOKUPS),
+    ],
+    ids=["modules", "strategy", "filters", "lookups"],
 )
 def test_ansible_doc_renders_every_plugin(plugin_type: str, names: list[str]) -> None:
     docs = ansible_doc(plugin_type, names)

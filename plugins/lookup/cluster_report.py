@@ -49,9 +49,9 @@ options:
         written. Each value is the registered result (or the output) of the read command
         of roles/monitoring/tasks/report.yml (C(last.json), the line
         C(--- events.jsonl ---), then the tail of C(events.jsonl)), or a mapping with
-        C(last) and C(events) texts, or a list of those (the first that holds the files
-        counts: site.yml passes the report's own read, then the monitoring probe's output,
-        whose part after the line C(--- health ---) is the same read). A skipped,
+        C(last) and C(events) texts, or a list of those, of which the first that holds the
+        files counts (site.yml passes the report's own read, then the monitoring probe's
+        output, whose part after the line C(--- health ---) is the same read). A skipped,
         unreachable or empty entry keeps the node's earlier files.
     type: dict
     default: {}
