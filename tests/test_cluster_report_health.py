@@ -5,7 +5,6 @@ roles/monitoring/tasks/report.yml run by Ansible against this machine."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from ansible_collections.gpulab.slurm_cluster.plugins.plugin_utils import (  # n
     cluster_health_files,
     cluster_report,
 )
+from test_monitoring import playbook  # noqa: E402  (report.yml run on this machine)
 
 FIXTURE = ROOT / "tests" / "fixtures" / "monitoring"
 DRAIN = {"event": "drain", "node": "node2", "time": 1796188200.5,
@@ -170,31 +170,12 @@ def test_report_play_reads_the_health_files_of_a_compute_node(tmp_path: Path) ->
     state.mkdir()
     shutil.copy(FIXTURE / "health-last-fail.json", state / "last.json")
     (state / "events.jsonl").write_text(line(DRAIN) + "\n" + line(RESUME) + "\n")
-    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-    (tmp_path / "hosts.yml").write_text(
-        yaml.safe_dump(
-            {"all": {"children": {"slurm_cluster": {"children": {
-                "slurm_controller": {"hosts": {"localhost": local}},
-                "slurm_compute": {"hosts": {"localhost": local}}}}}}}
-        )
-    )  # fmt: skip
-    (tmp_path / "play.yml").write_text(
-        yaml.safe_dump(
-            [{"name": "Report", "hosts": "slurm_cluster", "gather_facts": False,
-              "tasks": [{"name": "Report", "ansible.builtin.import_role": {
-                  "name": "gpulab.slurm_cluster.monitoring", "tasks_from": "report"}}]}]
-        )
-    )  # fmt: skip
     results = tmp_path / "results" / "lab"
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
 
     def play() -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [str(Path(sys.executable).parent / "ansible-playbook"), "-i",
-             str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml"),
-             "-e", f"cluster_results_dir={results}", "-e", f"cluster_health_state_dir={state}",
-             "-e", "monitoring_enabled=false"],
-            capture_output=True, text=True, check=False, env=env, cwd=ROOT, timeout=300,
+        return playbook(
+            tmp_path, results, "-e", f"cluster_health_state_dir={state}",
+            "-e", "monitoring_enabled=false", compute=True,
         )  # fmt: skip
 
     first = play()

@@ -547,18 +547,21 @@ def test_defaults_match_argument_specs() -> None:
 # --------------------------------------------------------------------------- playbook
 
 
-def playbook(tmp_path: Path, results: Path, *extra: str) -> subprocess.CompletedProcess:
-    """report.yml on this machine, as doctor.yml's hook runs it (the controller: localhost)."""
+def playbook(
+    tmp_path: Path, results: Path, *extra: str, compute: bool = False
+) -> subprocess.CompletedProcess:
+    """report.yml on this machine, as doctor.yml's hook runs it (the controller: localhost;
+    with compute, localhost is a compute node too and the report reads its health files)."""
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    groups = {"slurm_controller": {"hosts": {"localhost": local}}}
+    if compute:
+        groups["slurm_compute"] = {"hosts": {"localhost": local}}
     (tmp_path / "hosts.yml").write_text(
-        yaml.safe_dump(
-            {"all": {"children": {"slurm_cluster": {"children": {"slurm_controller": {
-                "hosts": {"localhost": {"ansible_connection": "local",
-                                        "ansible_python_interpreter": sys.executable}}}}}}}}
-        )
-    )  # fmt: skip
+        yaml.safe_dump({"all": {"children": {"slurm_cluster": {"children": groups}}}})
+    )
     (tmp_path / "play.yml").write_text(
         yaml.safe_dump(
-            [{"name": "Report", "hosts": "slurm_controller", "gather_facts": False,
+            [{"name": "Report", "hosts": "slurm_cluster", "gather_facts": False,
               "tasks": [{"name": "Report", "ansible.builtin.import_role": {
                   "name": "gpulab.slurm_cluster.monitoring", "tasks_from": "report"}}]}]
         )
