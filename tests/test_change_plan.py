@@ -488,3 +488,53 @@ def test_the_plan_shows_the_files_each_role_wrote_per_host() -> None:
     # A no-change rerun writes nothing anywhere.
     quiet = {**node2, "slurm_common_ctl_writes": {"host": "ctl", "files": {}}}
     assert daemon_plan([quiet], quiet, {}, {}, writers=[quiet])["files"] == {}
+
+
+def test_a_new_slurm_jwks_restarts_each_daemon_that_holds_it_and_shows_the_file() -> None:
+    """auth/slurm: a daemon loads slurm.jwks at start; a host whose key changed
+    (role slurm_auth's slurm_auth_key_install) restarts its daemons, as for munge."""
+    up = {
+        u: {"active": "active", "enabled": "enabled"} for u in ("slurmctld", "slurmdbd", "slurmd")
+    }
+    ctl = {
+        "inventory_hostname": "ctl",
+        "slurm_auth_key_install": {"changed": True},
+        "cluster_node_state": {"units": up},
+    }
+    node1 = {
+        "inventory_hostname": "node1",
+        "ansible_facts": {"hostname": "node1"},
+        "slurm_auth_key_install": {"changed": True},
+        "cluster_node_state": {"units": up},
+    }
+    node2 = {
+        "inventory_hostname": "node2",
+        "ansible_facts": {"hostname": "node2"},
+        "slurm_auth_key_install": {"changed": False},
+        "cluster_node_state": {"units": up},
+    }
+    out = daemon_plan([node1, node2], ctl, ctl, ctl, writers=[ctl, node1, node2])
+    why = "a new slurm.jwks key (auth/slurm)"
+    assert out["slurmdbd"] == {"action": "restart", "why": why}
+    assert out["slurmctld"] == {"action": "restart", "why": why}
+    assert out["slurmd"] == {
+        "node1": {"action": "restart", "why": why},
+        "node2": {"action": "none", "why": ""},
+    }
+    shown = "the controller's slurm.jwks (it had none, or another)"
+    assert out["files"] == {
+        "ctl": {"/etc/slurm/slurm.jwks": shown},
+        "node1": {"/etc/slurm/slurm.jwks": shown},
+    }
+    moved = daemon_plan([node1], node1, ctl, {}, writers=[node1], auth_key="/etc/s/k.jwks")
+    assert moved["files"] == {"node1": {"/etc/s/k.jwks": shown}}
+    # Without auth/slurm nobody registers it: nothing restarts for it.
+    for host in (ctl, node1, node2):
+        del host["slurm_auth_key_install"]
+    assert actions(daemon_plan([node1, node2], ctl, ctl, ctl)) == {
+        "slurmdbd": "none",
+        "slurmctld": "none",
+        "reconfigure": "none",
+        "slurmd": {"node1": "none", "node2": "none"},
+        "outside": [],
+    }

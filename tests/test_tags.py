@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # and include tasks (listed without a role prefix) that belong to it.
 COMPONENTS = {
     "munge": {"munge"},
+    "auth": {"slurm_auth"},
     "slurm": {
         "slurm_common",
         "slurm_daemons",

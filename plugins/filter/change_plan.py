@@ -28,6 +28,7 @@ def daemon_plan(
     batch: object = "25%",
     writers: Iterable[Mapping] = (),
     munge_key: str = "/etc/munge/munge.key",
+    auth_key: str = "/etc/slurm/slurm.jwks",
 ) -> dict:
     """What slurmdbd, slurmctld and each slurmd do in this run, and why; the nodes
     the acceptance gate drains (``acceptance``: its prefix, None when off); the
@@ -50,7 +51,7 @@ def daemon_plan(
         nodes_changed=here.get("slurm_common_nodes_changed") or (),
         acceptance=acceptance,
         batch=batch,
-        files=written(writers, here, dbd, munge_key),
+        files=written(writers, here, dbd, munge_key, auth_key),
     ).to_dict()
 
 
@@ -59,6 +60,7 @@ def written(
     here: Mapping,
     dbd: Mapping | None = None,
     munge_key: str = "/etc/munge/munge.key",
+    auth_key: str = "/etc/slurm/slurm.jwks",
 ) -> dict:
     """``{host: {path: why}}``: the files the roles before slurm_daemons planned
     (a host without any may map to {}: ``plan`` leaves it out).
@@ -66,7 +68,8 @@ def written(
     From each host's public outputs: slurm_common_writes (its own files) and,
     set alike on every host, slurm_common_ctl_writes (the controller's, which
     ``here`` holds also under a --limit that leaves the controller out); the
-    munge key where munge_key_install changed; slurmdbd.conf where
+    munge key where munge_key_install changed; Slurm's own key (auth_key) where
+    slurm_auth_key_install changed; slurmdbd.conf where
     slurm_dbd_conf changed.
     """
     out: dict[str, dict] = {}
@@ -84,6 +87,9 @@ def written(
             "changed"
         ):
             add(name, {munge_key: "the key host's munge key (it had none, or another)"})
+        auth = host.get("slurm_auth_key_install")
+        if isinstance(auth, Mapping) and auth.get("changed"):
+            add(name, {auth_key: "the controller's slurm.jwks (it had none, or another)"})
     conf = (dbd or {}).get("slurm_dbd_conf")
     if isinstance(conf, Mapping) and conf.get("changed"):
         add(

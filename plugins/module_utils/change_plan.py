@@ -52,6 +52,10 @@ from dataclasses import asdict, dataclass, field
 # slurm_common_conf_change values: how the daemons take a slurm.conf change.
 CONF_CHANGES = ("none", "reconfigure", "nodes", "restart")
 FIRST_OR_RESTART = "a first install or a slurm.conf change only a restart applies"
+# Why a daemon restarts for Slurm's own key (role slurm_auth): it loads
+# slurm.jwks at start, and a daemon that held another key cannot take the
+# reconfigure that would load it (the RPC is signed with a key it does not know).
+AUTH_KEY = "a new slurm.jwks key (auth/slurm)"
 # sinfo %t of a drained or draining node (with or without flags such as '*').
 _DRAINED = re.compile(r"^(drain|drng|drained|draining)")
 
@@ -66,10 +70,12 @@ class Noted:
     dbd_conf: bool = False  # slurmdbd.conf changed
     dbd_packages: bool = False  # slurmdbd's package changed
     dbd_key: bool = False  # a new munge key on the slurmdbd host
+    dbd_auth_key: bool = False  # a new slurm.jwks (auth/slurm) on the slurmdbd host
     dbd_dumped: bool = (
         False  # slurm_dbd dumped the database (slurmdbd stopped) for a release change
     )
     ctl_key: bool = False  # a new munge key on the controller
+    ctl_auth_key: bool = False  # a new slurm.jwks (auth/slurm) on the controller
     registered: bool = False  # the cluster was added to accounting in this run
     ctl_upgrade: bool = False  # slurmctld moves to another release in this run
     ctl_upgraded: bool = False  # ... and its package was upgraded
@@ -88,6 +94,7 @@ class Node:
     host: str  # inventory name
     name: str  # NodeName (hostname -s)
     key: bool = False  # a new munge key here
+    auth_key: bool = False  # a new slurm.jwks (auth/slurm) here
     unit: bool = False  # slurmd's configless drop-in is new
     up: bool = True  # the probe found slurmd active and enabled
     release: bool = False  # its slurmd moves to another Slurm release in this run
@@ -314,6 +321,7 @@ def plan(
                 (noted.dbd_conf, "slurmdbd.conf changed"),
                 (noted.dbd_packages, "its package changed"),
                 (noted.dbd_key, "a new munge key"),
+                (noted.dbd_auth_key, AUTH_KEY),
             ]
         )
         start = _first(
@@ -328,6 +336,7 @@ def plan(
             (noted.conf == "restart", FIRST_OR_RESTART),
             (noted.conf == "nodes", "nodes were added, removed or redefined"),
             (noted.ctl_key, "a new munge key"),
+            (noted.ctl_auth_key, AUTH_KEY),
             (noted.registered, "its cluster is new to accounting (slurmctld registers at start)"),
             (noted.ctl_upgraded, "its release changed"),
         ]
@@ -349,6 +358,7 @@ def plan(
             [
                 (noted.conf == "restart", FIRST_OR_RESTART),
                 (node.key, "a new munge key"),
+                (node.auth_key, AUTH_KEY),
                 (node.unit, "slurmd now runs configless"),
                 (node.name in noted.gres_changed, "its GPUs changed (gres.conf)"),
                 (noted.cgroup_changed, "cgroup.conf changed"),
@@ -389,6 +399,7 @@ def node_of(hostvars: Mapping) -> Node:
         host=str(hostvars["inventory_hostname"]),
         name=str(hostvars["ansible_facts"]["hostname"]),
         key=_changed(hostvars.get("munge_key_install")),
+        auth_key=_changed(hostvars.get("slurm_auth_key_install")),
         unit=_changed(hostvars.get("slurm_common_unit")),
         up=daemon_up(hostvars, "slurmd"),
         release="slurmd" in (hostvars.get("slurm_common_upgrade") or {}),
@@ -411,8 +422,10 @@ def noted_of(here: Mapping, ctl: Mapping, dbd: Mapping | None, **run: object) ->
         dbd_conf=_changed(dbd.get("slurm_dbd_conf")),
         dbd_packages=_changed(dbd.get("slurm_dbd_packages")),
         dbd_key=_changed(dbd.get("munge_key_install")),
+        dbd_auth_key=_changed(dbd.get("slurm_auth_key_install")),
         dbd_dumped=_changed(dbd.get("slurm_dbd_dump")),
         ctl_key=_changed(ctl.get("munge_key_install")),
+        ctl_auth_key=_changed(ctl.get("slurm_auth_key_install")),
         registered=bool(run.get("registered")),
         ctl_upgrade="slurmctld" in (ctl.get("slurm_common_upgrade") or {}),
         ctl_upgraded=bool(run.get("ctl_upgraded")),
