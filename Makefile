@@ -84,7 +84,7 @@ collection: venv
 	$(BIN)/python training/build_wheel.py --out roles/smoke_train/files
 	$(BIN)/ansible-galaxy collection build --output-path dist
 
-# Bring up the 3-container cluster, provision it, prove it with a DDP job.
+# Bring up the 4-container cluster (ctl, node1, node2, login), provision it, prove it with a DDP job.
 # (molecule create runs the scenario's prepare itself, once: a second
 # `molecule prepare --force` cost about 12 s.)
 demo: host

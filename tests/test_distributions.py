@@ -213,7 +213,7 @@ def _installed_by_roles(key: str) -> dict[str, list[str]]:
         pkg
         for kind in ("client", "controller", "compute")
         for pkg in known[f"__slurm_common_{kind}_packages"]
-    ]
+    ] + [known["__slurm_common_login_daemon"]]
     known["__monitoring_packages"] = (
         known["__monitoring_node_packages"]
         + known["__monitoring_controller_packages"]

@@ -21,6 +21,7 @@ COMPONENTS = {
         "slurm_common",
         "slurm_daemons",
         "slurm_compute",
+        "slurm_login",
         "Upgrade this batch",
         "Ask the doctor why nodes are not usable",
     },

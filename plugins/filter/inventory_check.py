@@ -281,6 +281,7 @@ def _hosts(c: _Check) -> None:
                 f"name the host {re.sub(r'[^A-Za-z0-9-]', '-', str(host))} in hosts.yml "
                 "(ansible_host keeps the address)",
             )
+    _login_hosts(c)
     for host in c.hosts:
         if "slurm_compute_gpus" in c.hv[host] and host not in computes:
             c.bad(
@@ -290,6 +291,34 @@ def _hosts(c: _Check) -> None:
                 "is set on a host in no compute group: it would be ignored",
                 "put the host in slurm_compute, or drop slurm_compute_gpus from it",
             )
+
+
+# Why a login host may not also be one of these: what its users could reach.
+LOGIN_UNSAFE = {
+    "slurm_controller": "slurmctld's state and the key every daemon trusts",
+    "slurm_dbd": "the accounting database and its password",
+    "slurm_compute": "a compute node, where the lab's processes would run beside jobs, "
+    "outside Slurm's limits",
+}
+
+
+def _login_hosts(c: _Check) -> None:
+    """A login host is a host of the cluster group and of no other Slurm role."""
+    cluster = set(c.groups.get("slurm_cluster", []))
+    for host in c.groups.get("slurm_login", []):
+        if host not in cluster:
+            c.bad(host, "slurm_login", host, "is a login host outside the slurm_cluster group",
+                  "make slurm_login a child of slurm_cluster in hosts.yml")  # fmt: skip
+        for group, what in LOGIN_UNSAFE.items():
+            if host in c.groups.get(group, []):
+                c.bad(
+                    host,
+                    "slurm_login",
+                    host,
+                    f"is a login host and in {group}: the lab's users would log in next to {what}",
+                    f"give the login host a machine of its own (or a VM), or drop {host} from "
+                    "slurm_login and let users submit from a node you trust them on",
+                )
 
 
 def _exports(c: _Check, host: str, value: Any) -> None:
@@ -476,6 +505,9 @@ CHECKS: dict[str, Callable[[_Check, str, Any], None]] = {
     "cluster_acceptance": _acceptance,
     "cluster_acceptance_modes": _acceptance_modes,
     "cluster_name": _cluster_name,
+    "cluster_auth_type": _pattern(
+        "cluster_auth_type", r"munge|slurm", "munge or slurm (Slurm's own auth/slurm)", "munge"
+    ),
     "slurm_common_partitions": _partitions,
     "slurm_common_extra_config": _extra_config,
     "slurm_common_realmemory_margin_percent": _int_range(

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 USES = ("doctor", "health", "collector", "alert")
 # Kinds of node (the inventory's groups, as the settings file names them).
-KINDS = ("controller", "compute", "dbd", "nfs_server")
+KINDS = ("controller", "compute", "dbd", "nfs_server", "login")
 ALL = ("doctor", "health", "collector", "alert")
 WATCHED = ("doctor", "collector", "alert")
 
@@ -207,13 +207,14 @@ REGISTRY: tuple[Check, ...] = (
     Check(
         "config.fetched",
         "node",
-        "sha1 of slurmd's fetched slurm.conf (/run/slurm/conf) against the controller's",
-        "scontrol reconfigure on the controller, or systemctl restart slurmd here",
+        "sha1 of the fetched slurm.conf (/run/slurm/conf: slurmd's, a login host's sackd's) "
+        "against the controller's",
+        "scontrol reconfigure on the controller, or systemctl restart slurmd (sackd) here",
         ALL,
-        kinds=("compute",),
+        kinds=("compute", "login"),
         needs=("slurm_conf_sha1",),
         explained_by=("munge.local", "services"),
-        units=("slurmd",),
+        units=("slurmd", "sackd"),
         alerts=(
             Alert(
                 "SlurmConfigStale",
@@ -225,7 +226,8 @@ REGISTRY: tuple[Check, ...] = (
     Check(
         "slurm.daemon",
         "cluster",
-        "scontrol ping on the controller; slurmd's unit on compute nodes",
+        "scontrol ping on the controller; slurmd's unit on compute nodes, the login daemon's "
+        "(sackd or slurmd) on login hosts",
         "systemctl start slurmctld or slurmd (journalctl -u it, /var/log/slurm); "
         "site.yml starts it",
         ("doctor", "alert"),

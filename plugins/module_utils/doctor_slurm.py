@@ -33,14 +33,18 @@ class Doctor(DoctorSteps):
                 else:
                     fine.append("slurmctld answers (scontrol ping)")
                 ctl_problem = bool(problems)
-            if h in self.computes:
-                state = svc.get("slurmd", "absent")
+            # A login host's daemon (sackd, or slurmd in no partition) fetches
+            # the configuration its users' commands read.
+            daemon = "slurmd" if h in self.computes else self.logins.get(h, "")
+            if daemon:
+                state = svc.get(daemon, "absent")
                 if state.startswith("active/running"):
-                    fine.append(f"slurmd {state}")
+                    fine.append(f"{daemon} {state}")
                 else:
-                    problems.append(f"slurmd.service is {state}")
+                    why = " (the login daemon: sinfo fails there)" if h in self.logins else ""
+                    problems.append(f"{daemon}.service is {state}{why}")
             if problems:
-                unit = "slurmctld" if h == self.ctl and ctl_problem else "slurmd"
+                unit = "slurmctld" if h == self.ctl and ctl_problem else daemon or "slurmd"
                 self.add(
                     h,
                     "slurm.daemon",

@@ -77,6 +77,15 @@ class DoctorSteps:
         self.ctx = ctx
         self.ctl: str = ctx["controller"]
         self.computes: list[str] = [h for h in ctx["computes"] if h in probes]
+        # {login host: its daemon}: sackd where its package is installed, else
+        # slurmd in no partition (roles/slurm_login).
+        self.logins: dict[str, str] = {
+            h: "slurmd"
+            if self.local[h].get("services", {}).get("sackd") in (None, "absent")
+            else "sackd"
+            for h in ctx.get("logins") or []
+            if h in probes
+        }
         self.hosts: list[str] = [h for h in ctx["hosts"] if h in probes]
         self.unreachable: list[str] = [h for h in ctx["hosts"] if h not in probes]
         self.results: list[dict] = []

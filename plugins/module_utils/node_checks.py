@@ -98,7 +98,7 @@ def check_config(ctx: Context) -> tuple[str, str]:
     have = sha1_file(path)
     want = cfg["slurm_conf_sha1"]
     if have is None:
-        return "FAIL", f"{path} is missing: slurmd holds no copy of the controller's slurm.conf"
+        return "FAIL", f"{path} is missing: no copy of the controller's slurm.conf was fetched here"
     if have == want:
         return "PASS", f"{path} matches the controller's slurm.conf ({want[:12]})"
     msg = f"{path} is {have[:12]}, the controller's slurm.conf is {want[:12]}"

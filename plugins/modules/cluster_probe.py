@@ -209,7 +209,7 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_base imp
 )
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.slurm_node import read_installed
 
-SERVICES = ("munge", "slurmd", "slurmctld", "slurmdbd")
+SERVICES = ("munge", "slurmd", "slurmctld", "slurmdbd", "sackd")
 CONF_FILES = ("slurm.conf", "gres.conf", "cgroup.conf")
 CONFIGLESS_DIR = "/run/slurm/conf"
 TORCH_SNIPPET = (
