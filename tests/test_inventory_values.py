@@ -566,3 +566,54 @@ def test_no_role_brings_its_own_looser_assert() -> None:
                 if re.search(r"\bis (not )?(match|search|regex)\(", str(cond)):
                     loose.append(f"{path.relative_to(ROOT)}: {cond}")
     assert loose == []
+
+
+LOGIN_GROUPS = {
+    "all": ["ctl", "node1", "login"],
+    "slurm_cluster": ["ctl", "node1", "login"],
+    "slurm_controller": ["ctl"],
+    "slurm_compute": ["node1"],
+    "slurm_login": ["login"],
+}
+
+
+def test_a_login_host_of_its_own_passes() -> None:
+    hv = {h: {} for h in LOGIN_GROUPS["all"]}
+    assert ic.inventory_problems(hv, LOGIN_GROUPS) == []
+
+
+@pytest.mark.parametrize(
+    ("group", "words"),
+    [
+        ("slurm_controller", "the key every daemon trusts"),
+        ("slurm_dbd", "the accounting database"),
+        ("slurm_compute", "outside Slurm's limits"),
+    ],
+)
+def test_a_login_host_that_is_also_a_slurm_server_is_refused(group: str, words: str) -> None:
+    groups = {k: list(v) for k, v in LOGIN_GROUPS.items()}
+    for name in ("all", "slurm_cluster", "slurm_login"):
+        groups[name].append("x")
+    groups[group] = [*groups.get(group, []), "x"]
+    hv = {h: {} for h in groups["all"]}
+    (problem,) = ic.inventory_problems(hv, groups)
+    assert problem.startswith("x: slurm_login=")
+    assert f"in {group}" in problem and words in problem and "Fix: give the login host" in problem
+
+
+def test_a_login_host_outside_the_cluster_group_is_refused() -> None:
+    groups = dict(LOGIN_GROUPS, slurm_cluster=["ctl", "node1"])
+    hv = {h: {} for h in groups["all"]}
+    (problem,) = ic.inventory_problems(hv, groups)
+    assert problem.startswith("login: slurm_login=") and "child of slurm_cluster" in problem
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"), [("munge", True), ("slurm", True), ("jwt", False), ("", False)]
+)
+def test_the_auth_type_is_munge_or_slurm(value: str, ok: bool) -> None:
+    hv = {h: {"cluster_auth_type": value} for h in LOGIN_GROUPS["all"]}
+    problems = ic.inventory_problems(hv, LOGIN_GROUPS)
+    assert (problems == []) is ok, problems
+    if not ok:
+        assert "cluster_auth_type" in problems[0] and "munge or slurm" in problems[0]

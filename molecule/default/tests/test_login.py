@@ -14,6 +14,7 @@ import json
 import shlex
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,19 +40,24 @@ def address(name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def user_key(tmp_path_factory) -> Path:
+def user_key(tmp_path_factory) -> Iterator[Path]:
     """A key pair of the test machine, its public half added to alice's authorized_keys as alice."""
     folder = tmp_path_factory.mktemp("ssh")
     key = folder / "id_ed25519"
     argv = ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "front-door", "-f", str(key)]
     subprocess.run(argv, check=True)
-    pub = shlex.quote((folder / "id_ed25519.pub").read_text().strip())
-    host(LOGIN).check_output(
-        f"runuser -u {USER} -- sh -c 'umask 077; mkdir -p ~/.ssh; "
-        f"grep -qxF {shlex.quote(pub)} ~/.ssh/authorized_keys 2>/dev/null "
-        f"|| echo {shlex.quote(pub)} >> ~/.ssh/authorized_keys'"
+    pub = (folder / "id_ed25519.pub").read_text().strip()
+    script = (
+        f"umask 077; mkdir -p ~/.ssh; grep -qxF {shlex.quote(pub)} ~/.ssh/authorized_keys "
+        f"2>/dev/null || echo {shlex.quote(pub)} >> ~/.ssh/authorized_keys"
     )
-    return key
+    host(LOGIN).check_output(f"runuser -u {USER} -- sh -c {shlex.quote(script)}")
+    yield key
+    drop = (
+        f"grep -vxF {shlex.quote(pub)} ~/.ssh/authorized_keys > ~/.ssh/keys.new; "
+        "mv ~/.ssh/keys.new ~/.ssh/authorized_keys"
+    )
+    host(LOGIN).check_output(f"runuser -u {USER} -- sh -c {shlex.quote(drop)}")
 
 
 def ssh(key: Path, command: str, user: str = USER) -> subprocess.CompletedProcess:
