@@ -67,7 +67,8 @@ def auth_type() -> str:
 
 
 def as_user(node, cmd: str):
-    return node.run(f"runuser -u {USER} -- bash -lc {shlex.quote(cmd)}")
+    # From the user's own folder: a job's output goes where it was submitted.
+    return node.run(f"runuser -u {USER} -- bash -lc {shlex.quote('cd && ' + cmd)}")
 
 
 def wait_done(job: str, timeout: float = 180) -> str:
@@ -87,8 +88,8 @@ def start_loop(node) -> None:
     node.run(f"rm -rf {LOOP_DIR}; mkdir -m 0755 {LOOP_DIR}; touch {LOOP_DIR}/log")
     node.run(f"chown {USER} {LOOP_DIR}/log")
     loop = (
-        f"while [ ! -e {LOOP_DIR}/stop ]; do "
-        "r=$(sbatch --parsable --wrap true 2>&1); rc=$?; "
+        f"cd; while [ ! -e {LOOP_DIR}/stop ]; do "
+        "r=$(sbatch --parsable --output=/dev/null --wrap true 2>&1); rc=$?; "
         f'echo "$rc $(date +%s.%N) $(echo $r)" >> {LOOP_DIR}/log; sleep 1; done'
     )
     node.run(f"setsid nohup runuser -u {USER} -- bash -c {shlex.quote(loop)} >/dev/null 2>&1 &")
@@ -103,7 +104,7 @@ def test_a_rotation_keeps_work_going_and_retires_the_old_key(run_playbook) -> No
     else:
         ctl.check_output(f"install -m 0400 /etc/munge/munge.key {OLD_MUNGE}")
 
-    long_job = as_user(sub, "sbatch --parsable --wrap 'sleep 40'")
+    long_job = as_user(sub, "sbatch --parsable --output=/dev/null --wrap 'sleep 40'")
     assert long_job.rc == 0, long_job.stderr
     job = long_job.stdout.strip().split(";")[0]
     deadline = time.monotonic() + 60
@@ -136,7 +137,7 @@ def test_a_rotation_keeps_work_going_and_retires_the_old_key(run_playbook) -> No
     assert unnamed == [], f"refused without a named cause: {unnamed}"
     for each in accepted:
         assert wait_done(each).startswith("COMPLETED"), each
-    again = as_user(sub, "sbatch --parsable --wrap true")
+    again = as_user(sub, "sbatch --parsable --output=/dev/null --wrap true")
     assert again.rc == 0, again.stderr
     assert wait_done(again.stdout.strip().split(";")[0]).startswith("COMPLETED")
 

@@ -1,0 +1,1 @@
+../../default/tests/test_ssh_adopt.py
