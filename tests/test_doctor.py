@@ -626,3 +626,84 @@ def test_a_slurmd_munge_cannot_serve_is_the_clocks_consequence_not_a_cause(probe
     set_check(probes, "node2", "services", "FAIL", "two units down",
               data={"down": ["slurmd", "prometheus-node-exporter"]})  # fmt: skip
     assert ("node2", "services") in causes(report(probes))
+
+
+@pytest.mark.parametrize("daemon", ["sackd", "slurmd"])
+def test_a_login_hosts_daemon_is_judged_and_named_when_down(probes: dict, daemon: str) -> None:
+    # node2 as a login host: sackd where its unit is installed, else slurmd in no partition.
+    svc = probes["node2"]["local"]["services"]
+    svc["sackd"] = "active/running" if daemon == "sackd" else "absent"
+    svc["slurmd"] = "absent" if daemon == "sackd" else "active/running"
+    rep = report(probes, computes=["node1"], logins=["node2"])
+    daemon_check = result(rep, "node2", "slurm.daemon")
+    assert daemon_check["status"] == "PASS" and daemon in daemon_check["evidence"]
+    svc[daemon] = "inactive/dead"
+    rep = report(probes, computes=["node1"], logins=["node2"])
+    daemon_check = result(rep, "node2", "slurm.daemon")
+    assert daemon_check["status"] == "FAIL"
+    assert f"{daemon}.service is inactive/dead (the login daemon" in daemon_check["evidence"]
+    assert f"systemctl start {daemon} on node2" in daemon_check["fix"]
+
+
+def conf_cache(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A configless node: /run/slurm/conf a link to slurmd's cache, keys in /etc/slurm."""
+    run_dir, cache, keys = tmp_path / "run", tmp_path / "cache", tmp_path / "etc"
+    for folder in (run_dir, cache, keys):
+        folder.mkdir()
+    (cache / "slurm.conf").write_text("ClusterName=lab\n")
+    (cache / "gres.conf").write_text("")
+    (run_dir / "conf").symlink_to(cache)
+    (run_dir / "sack.socket").write_text("the running slurmd's socket")
+    (keys / "slurm.jwks").write_text("{}")
+    return run_dir, cache, keys
+
+
+def test_slurmd_g_under_auth_slurm_gets_the_keys_and_a_private_run_folder(
+    tmp_path: Path, monkeypatch
+) -> None:
+    run_dir, cache, keys = conf_cache(tmp_path)
+    monkeypatch.setattr(probe, "KEY_DIR", str(keys))
+    monkeypatch.setattr(probe, "RUN_DIR", str(run_dir))
+    seen = {}
+
+    def fake_run(argv, timeout=10, **kw):
+        conf = Path(argv[-2])
+        seen["argv"] = argv
+        seen["links"] = {p.name: str(p.resolve()) for p in conf.parent.iterdir()}
+        return {"rc": 0, "out": "", "err": ""}
+
+    monkeypatch.setattr(probe, "run", fake_run)
+    probe.slurmd_gres(str(run_dir / "conf"))
+    assert seen["argv"][:4] == ["unshare", "-m", "sh", "-c"]
+    assert seen["argv"][-1] == str(run_dir)
+    # The real files, not paths under the folder the namespace hides.
+    assert seen["links"] == {
+        "slurm.conf": str(cache / "slurm.conf"),
+        "gres.conf": str(cache / "gres.conf"),
+        "slurm.jwks": str(keys / "slurm.jwks"),
+    }
+    # Munge clusters: slurmd -G on the files as they are.
+    (keys / "slurm.jwks").unlink()
+    probe.slurmd_gres(str(run_dir / "conf"))
+    assert seen["argv"] == ["slurmd", "-f", str(run_dir / "conf/slurm.conf"), "-G"]
+
+
+def test_slurmd_g_leaves_the_running_slurmds_socket_alone(tmp_path: Path, monkeypatch) -> None:
+    """The real namespace: a slurmd -G that replaces sack.socket does so in its own /run/slurm."""
+    if probe.run(["unshare", "-m", "true"])["rc"] != 0:
+        pytest.skip("no mount namespaces here (needs root)")
+    run_dir, _cache, keys = conf_cache(tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "slurmd"
+    fake.write_text(
+        '#!/bin/sh\nset -e\ncat "$2" >/dev/null\n'
+        f'rm -f {run_dir}/sack.socket\necho new >{run_dir}/sack.socket\necho "Name=gpu"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin")
+    monkeypatch.setattr(probe, "KEY_DIR", str(keys))
+    monkeypatch.setattr(probe, "RUN_DIR", str(run_dir))
+    got = probe.slurmd_gres(str(run_dir / "conf"))
+    assert got["rc"] == 0 and got["out"] == "Name=gpu\n", got
+    assert (run_dir / "sack.socket").read_text() == "the running slurmd's socket"

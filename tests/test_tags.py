@@ -41,7 +41,7 @@ COMPONENTS = {
         "Hash the job templates on the shared filesystem",
         "Make root's folder of the job templates",
         "Copy the job templates",
-        "Run the acceptance job from the controller",
+        "Run the acceptance job (submitted from the first login host, else the controller)",
     },
     "doctor": {"cluster_doctor", "Hash the config files as site.yml would write them"},
 }

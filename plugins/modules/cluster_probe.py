@@ -193,6 +193,7 @@ import os
 import pwd
 import re
 import socket
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -374,8 +375,42 @@ def hardware(conf_dir: str, node: str) -> dict:
         # removes /run/slurm/conf); slurmd -G would wait on a fetch.
         slurmd_g = {"rc": 0, "out": "", "err": "", "skipped": "no slurm.conf on this node"}
     else:
-        slurmd_g = run(["slurmd", "-f", conf, "-G"], timeout=8)
+        slurmd_g = slurmd_gres(conf_dir)
     return {"slurmd_g": slurmd_g, "gres_missing": missing}
+
+
+# auth/slurm's keys: Slurm reads them beside the slurm.conf it was given.
+AUTH_KEYS = ("slurm.jwks", "slurm.key")
+KEY_DIR = "/etc/slurm"
+RUN_DIR = "/run/slurm"
+# Under auth/slurm every slurmd, slurmd -G too, opens /run/slurm/sack.socket and
+# unlinks the one there: the running slurmd's. Jobs on the node then never end
+# ("failed to connect to any sack sockets"). slurmd -G runs in a mount namespace
+# of its own, with an empty /run/slurm.
+PRIVATE_RUN = 'mount -t tmpfs -o mode=0755 none "$2" && exec slurmd -f "$1" -G'
+
+
+def slurmd_gres(conf_dir: str) -> dict:
+    """slurmd -G on conf_dir's files, with auth/slurm's keys beside them.
+
+    A configless node's fetched copies (/run/slurm/conf) have no key next to
+    them: slurmd -G there would stop on "auth/slurm: cannot stat". It runs on
+    links to the files and keys (their real paths: /run/slurm is hidden from
+    it), in a folder of root's own made for it.
+    """
+    keys = [k for k in AUTH_KEYS if os.path.exists(os.path.join(KEY_DIR, k))]
+    if not keys:
+        return run(["slurmd", "-f", os.path.join(conf_dir, "slurm.conf"), "-G"], timeout=8)
+    with tempfile.TemporaryDirectory(prefix="cluster-probe-") as tmp:
+        for folder, names in ((conf_dir, CONF_FILES), (KEY_DIR, keys)):
+            for name in names:
+                if os.path.exists(os.path.join(folder, name)):
+                    target = os.path.realpath(os.path.join(folder, name))
+                    os.symlink(target, os.path.join(tmp, name))
+        conf = os.path.join(tmp, "slurm.conf")
+        if not os.path.isdir(RUN_DIR):
+            return run(["slurmd", "-f", conf, "-G"], timeout=8)
+        return run(["unshare", "-m", "sh", "-c", PRIVATE_RUN, "sh", conf, RUN_DIR], timeout=8)
 
 
 # Run as the job user (never root), in the user's own folder: the doctor's
