@@ -27,17 +27,21 @@ CAUSE = re.compile(r"authenticat|protocol|credential|munge|auth/slurm|jwt|kid", 
 OLD_JWKS = "/root/rotation-old.jwks"
 OLD_MUNGE = "/root/rotation-old-munge.key"
 
-# The retired key given to a sackd of its own (port 6899, private mounts):
-# sinfo through it must fail with an authentication error.
+# The retired key given to a sackd of its own (port 6899, its own empty
+# /run/slurm in a private mount namespace), on the login host, where sackd
+# is installed: sinfo through it must fail with an authentication error, and
+# the same proof with the current key must pass (the setup fails loudly).
 OLD_KEY_SACKD = r"""
-set -u
+set -eu
 d=$(mktemp -d)
 src=/etc/slurm/slurm.conf; [ -f "$src" ] || src=/run/slurm/conf/slurm.conf
 grep -v "^SlurmdPort=" "$src" > "$d/slurm.conf"; echo SlurmdPort=6899 >> "$d/slurm.conf"
 install -o slurm -m 0600 "$1" "$d/slurm.jwks"; chmod 755 "$d"
-mount -t tmpfs none /run/slurm; mount -t tmpfs none /run/slurmctld; chown slurm /run/slurm
+mount -t tmpfs none /run/slurm; chown slurm /run/slurm
 sackd -f "$d/slurm.conf"
 for i in $(seq 50); do [ -S /run/slurm/sack.socket ] && break; sleep 0.1; done
+test -S /run/slurm/sack.socket
+set +e
 SLURM_CONF="$d/slurm.conf" sinfo -h; rc=$?
 pkill -f "sackd -f $d"; rm -rf "$d"; exit $rc
 """
@@ -143,10 +147,14 @@ def test_a_rotation_keeps_work_going_and_retires_the_old_key(run_playbook) -> No
 
     # The old key no longer authenticates.
     if kind == "slurm":
-        old = ctl.run(f"unshare -m bash -c {shlex.quote(OLD_KEY_SACKD)} oldkey {OLD_JWKS}")
+        assert sub.exists("sackd"), f"{submitter()} has no sackd for the old key's proof"
+        # The retired key (a test's copy, kept by root) onto the login host.
+        copy = ctl.check_output(f"base64 -w0 {OLD_JWKS}")
+        sub.check_output(f"umask 077; echo {copy} | base64 -d > {OLD_JWKS}")
+        old = sub.run(f"unshare -m bash -c {shlex.quote(OLD_KEY_SACKD)} oldkey {OLD_JWKS}")
         assert old.rc != 0, old.stdout + old.stderr
         assert re.search(r"authentication", old.stdout + old.stderr, re.I), old.stderr
-        current = ctl.run(
+        current = sub.run(
             f"unshare -m bash -c {shlex.quote(OLD_KEY_SACKD)} oldkey /etc/slurm/slurm.jwks"
         )
         assert current.rc == 0, current.stdout + current.stderr  # the same proof passes today
@@ -156,6 +164,7 @@ def test_a_rotation_keeps_work_going_and_retires_the_old_key(run_playbook) -> No
         current = ctl.run(f"bash -c {shlex.quote(OLD_KEY_MUNGED)} oldkey /etc/munge/munge.key")
         assert current.rc == 0, current.stdout + current.stderr
     ctl.run(f"rm -f {OLD_JWKS} {OLD_MUNGE}")
+    sub.run(f"rm -f {OLD_JWKS}")
 
     reports = sorted((ROOT / "results").glob("*/key-rotation-*.json"))
     assert reports, "rotate_key.yml wrote no report"
