@@ -7,6 +7,7 @@ read back from the roles' defaults.
 from __future__ import annotations
 
 import os
+import shlex
 
 import pytest
 import testinfra.utils.ansible_runner
@@ -92,8 +93,25 @@ def test_gres_conf_names_each_nodes_gpu(name: str) -> None:
     gres = host("ctl").file("/etc/slurm/gres.conf")
     assert gres.contains(f"^NodeName={name} Name=gpu File=/dev/nvidia0$")
     # slurmd reads its own line from the fetched file.
-    out = host(name).check_output("slurmd -f /run/slurm/conf/slurm.conf -G 2>&1")
+    out = host(name).check_output(f"sh -c {shlex.quote(SLURMD_G)} 2>&1")
     assert "Name=gpu" in out and "File=/dev/nvidia0" in out, out
+
+
+# slurmd -G as the doctor's probe runs it (cluster_probe.py, slurmd_gres): under
+# auth/slurm (a key in /etc/slurm) on links to the fetched files' real paths and
+# the key, in a mount namespace with an empty /run/slurm, since every slurmd, -G
+# too, replaces /run/slurm/sack.socket: the running slurmd's.
+SLURMD_G = r"""
+set -eu
+[ -e /etc/slurm/slurm.jwks ] || exec slurmd -f /run/slurm/conf/slurm.conf -G
+d=$(mktemp -d)
+for f in /run/slurm/conf/*.conf /etc/slurm/slurm.jwks; do ln -s "$(realpath "$f")" "$d/"; done
+rc=0
+unshare -m sh -c 'mount -t tmpfs -o mode=0755 none /run/slurm && exec slurmd -f "$1" -G' \
+  sh "$d/slurm.conf" || rc=$?
+rm -rf "$d"
+exit $rc
+"""
 
 
 def test_slurmctld_running_and_listening() -> None:

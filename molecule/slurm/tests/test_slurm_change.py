@@ -125,12 +125,16 @@ def main_pid(name: str, unit: str) -> str:
 
 
 def test_no_change_run_restarts_nothing(run_playbook) -> None:
+    # The login host's daemon: sackd on Slurm 24.11, a slurmd in no partition on 22.05.
+    login = "sackd" if os.environ.get("CLUSTER_SUITE", "bookworm") == "trixie" else "slurmd"
     daemons = (("ctl", "slurmctld"), ("ctl", "slurmdbd"), ("node1", "slurmd"), ("node2", "slurmd"))
+    daemons += (("login", login),)
     pids = {d: main_pid(*d) for d in daemons}
     result = run_playbook("site.yml")
     assert result.returncode == 0, result.stdout + result.stderr
     recap = result.stdout[result.stdout.index("PLAY RECAP") :]
-    assert re.findall(r"changed=(\d+)", recap) == ["0"] * 4, recap  # ctl, localhost, node1, node2
+    # ctl, localhost, login, node1, node2
+    assert re.findall(r"changed=(\d+)", recap) == ["0"] * 5, recap
     assert {d: main_pid(*d) for d in daemons} == pids
 
 
