@@ -5,11 +5,11 @@ and the torch results and hands them here; tests/test_gpu_check.py feeds
 recorded ones. Every decision comes from the roles' own code, imported the
 way tests/ imports it:
 
-- roles/slurm_common/library/slurm_node_info.py: GPU list and ``Type=``;
-- roles/slurm_common/filter_plugins/slurm_conf.py: gres.conf lines, ``Gres=``;
-- roles/cuda/filter_plugins/cuda.py: the PCI detection's output
-  (its script, files/nvidia-pci-devices, is run by gpu_check.py);
-- roles/pytorch/filter_plugins/torch_variant.py: the torch build, and its
+- plugins/modules/slurm_node_info.py: GPU list and ``Type=``;
+- plugins/filter/slurm_conf.py: gres.conf lines, ``Gres=``;
+- plugins/filter/cuda.py: the PCI detection's output
+  (its script, roles/cuda/files/nvidia-pci-devices, is run by gpu_check.py);
+- plugins/filter/torch_variant.py: the torch build, and its
   check of what torch reports.
 
 This module only parses what those do not (nvidia-smi -q -x, lspci -nn,

@@ -7,7 +7,7 @@ registry (plugins/module_utils/cluster_checks.py, every check with use
 fix. Node checks are the verdicts of their one reader, run on the node by the
 probe (the node health program and the collector run the same readers);
 cluster checks are judged here from several nodes' probes
-(module_utils/doctor_steps.py, doctor_slurm.py). A FAIL that another FAIL
+(plugins/module_utils/doctor_steps.py, doctor_slurm.py). A FAIL that another FAIL
 explains (the registry's ``explained_by``: on the same node, on any node, or on
 the controller) carries ``caused_by`` and is not listed among the causes: the
 report names the broken component, not its consequences.

@@ -9,7 +9,7 @@ collector call the same readers. Adding a check touches the registry, its
 reader and one fixture (tests/test_check_registry.py walks them).
 
 A run reads its settings from /etc/slurm-cluster/health.json (written by the
-node_health role from the inventory), runs every check that applies to the
+slurm_common role, tasks/health.yml, from the inventory), runs every check that applies to the
 node, and then acts on the node's Slurm state (``decide``):
 
 - a FAIL drains the node with a reason under its own prefix
