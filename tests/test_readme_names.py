@@ -1,4 +1,4 @@
-"""Every file, path, variable, make target and link named in README.md and the roles' READMEs exists.
+"""Every file, path, variable, make target and link named in the READMEs exists.
 
 A README that names a file that moved (``filter_plugins/cuda.py`` after the
 plugins went to ``plugins/filter/``) sends a newcomer nowhere. What is checked,
@@ -73,18 +73,21 @@ def problems(readme: Path, words: set[str], targets: set[str], top: set[str]) ->
     text = prose(readme.read_text())
     for target in re.findall(r"\]\(([^)\s]+)\)", text):
         target = target.split("#")[0]
-        if target and not target.startswith(("http:", "https:", "mailto:")):
-            if not (readme.parent / target).exists():
-                found.append(f"link {target}")
+        external = target.startswith(("http:", "https:", "mailto:"))
+        if target and not external and not (readme.parent / target).exists():
+            found.append(f"link {target}")
     for token in (t.strip() for t in re.findall(r"`([^`\n]+)`", text)):
         for target in re.findall(r"\bmake ([a-z][\w-]*)", token):
             if target not in targets:
                 found.append(f"make target {target}")
         if is_repo_path(token, top) and not path_exists(token.rstrip("/"), readme):
             found.append(f"path {token}")
-        elif re.fullmatch(r"[a-z][a-z0-9]*(_[a-z0-9]+)+", token):
-            if token not in words and token not in EXTERNAL:
-                found.append(f"name {token}")
+        elif (
+            re.fullmatch(r"[a-z][a-z0-9]*(_[a-z0-9]+)+", token)
+            and token not in words
+            and token not in EXTERNAL
+        ):
+            found.append(f"name {token}")
     return found
 
 
