@@ -8,7 +8,7 @@ export ANSIBLE_FORCE_COLOR ?= 0
 # Local torch wheel for the control machine's unit tests (never the CUDA build).
 WHEELS ?= /opt/wheels
 
-.PHONY: venv host test-host lint unit demo test clean bench collection
+.PHONY: venv host test-host lint unit demo test clean bench collection docs
 
 venv: $(VENV)/.installed
 
@@ -50,8 +50,17 @@ lint: venv collection
 	ruff check .
 	ruff format --check .
 	$(BIN)/python tools/private_vars.py
+	$(BIN)/python tools/docs_site.py check
+	ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/collections $(BIN)/antsibull-docs lint-collection-docs --plugin-docs .
 	$(BIN)/python tools/galaxy_import.py
 	$(BIN)/python tools/sanity.py
+
+# The collection's documentation site, offline, in build/docs/html: antsibull-docs
+# (roles with their argument specs, modules, filters, lookups, the strategy) and
+# a page of the playbooks, by sphinx-build -W (tools/docs_site.py).
+.PHONY: docs
+docs: venv
+	$(BIN)/python tools/docs_site.py build
 
 # CHANGELOG.md from changelogs/: add a fragment to changelogs/fragments/, then
 # this merges it into galaxy.yml's version (changelogs/config.yaml).

@@ -114,7 +114,7 @@ options:
   wants:
     description:
       - The reads the roles declare, each in its C(meta/probe.yml), gathered by
-        the lookup M(gpulab.slurm_cluster.role_probes) into one mapping of this
+        the lookup P(gpulab.slurm_cluster.role_probes#lookup) into one mapping of this
         module's other options. They are added to the options the task sets
         itself, lists joined without repeats and commands merged by name; a
         single value the task sets away from its default wins.

@@ -53,8 +53,10 @@ options:
     default: "0600"
 attributes:
   check_mode:
+    description: Can run in check mode and report what would change without changing it.
     support: full
   diff_mode:
+    description: Would return the change as a diff; never, since the change is a key.
     support: none
 author:
   - slurm-cluster-in-a-box contributors (@gpulab)
