@@ -100,6 +100,7 @@ demo: host
 	molecule create
 	ansible-playbook site.yml
 	ansible-playbook smoke_train.yml
+	@$(BIN)/python tools/demo_next.py
 
 # Everything: lint, unit tests, then every molecule scenario (molecule/README.md):
 # default (all roles + DDP smoke job), topology (uneven lab), slurm on Debian
