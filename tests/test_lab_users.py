@@ -437,3 +437,37 @@ def test_a_privileged_group_needs_the_users_own_opt_in(group: str) -> None:
     found = problems(cluster_users=[alice, bob])
     assert len(found) == 1 and found[0].startswith("all hosts: cluster_users[1].groups="), found
     assert problems(cluster_users=[alice, BOB]) == []
+
+
+def test_fully_qualified_host_names_are_taken_and_short_name_clashes_refused() -> None:
+    fqdn = ["ctl.lab.example", "gpu01.lab.example", "gpu02.lab.example"]
+    groups = {
+        **GROUPS,
+        "all": fqdn,
+        "slurm_cluster": fqdn,
+        "slurm_controller": fqdn[:1],
+        "slurm_compute": fqdn[1:],
+    }
+    hv = {h: {} for h in fqdn}
+    assert [p for p in ic.inventory_problems(hv, groups) if "inventory_hostname" in p] == []
+    # Two labs' gpu01 in one inventory: one Slurm name for two nodes.
+    clash = [*fqdn, "gpu01.other.example"]
+    groups2 = {**groups, "all": clash, "slurm_cluster": clash, "slurm_compute": clash[1:]}
+    found_ = ic.inventory_problems({h: {} for h in clash}, groups2)
+    assert any(
+        p.startswith(
+            "gpu01.lab.example: inventory_hostname='gpu01.lab.example' has the short "
+            "name gpu01, as gpu01.other.example"
+        )
+        and "Fix: give the hosts different short names" in p
+        for p in found_
+    ), found_
+    # slurm_node_name settles it, and must itself be a short name.
+    hv2 = {h: {} for h in clash}
+    hv2["gpu01.other.example"] = {"slurm_node_name": "gpu01b"}
+    assert [p for p in ic.inventory_problems(hv2, groups2) if "short name" in p] == []
+    hv2["gpu01.other.example"] = {"slurm_node_name": "gpu01.b"}
+    assert any(
+        "slurm_node_name='gpu01.b' is not a short host name" in p
+        for p in ic.inventory_problems(hv2, groups2)
+    )

@@ -193,3 +193,19 @@ def test_conf_diff_names_new_and_redefined_nodes() -> None:
     new = "ClusterName=c\nNodeName=node1 CPUs=2\nNodeName=node2 CPUs=4\nNodeName=node3 CPUs=2\n"
     assert f.slurm_conf_diff(old, new) == {"change": "nodes", "nodes": ["node2", "node3"]}
     assert f.slurm_conf_diff(new, new) == {"change": "none", "nodes": []}
+
+
+def test_a_node_name_the_inventory_sets_must_be_the_nodes_short_name() -> None:
+    info = dict(DGX, node_name="gpu01")
+    assert f.node_problems(info, "gpu01.lab.example", {}, 8, "gpu01") == []
+    assert f.node_problems(info, "gpu01.lab.example", {}, 8) == []
+    (problem,) = f.node_problems(info, "gpu01.lab.example", {}, 8, "gpu-one")
+    assert problem.startswith("gpu01.lab.example: slurm_node_name=gpu-one but the node's short")
+    assert "is gpu01; set slurm_node_name: gpu01, or rename the host" in problem
+
+
+def test_two_hosts_with_one_node_name_are_refused() -> None:
+    names = {"gpu01.a.example": "gpu01", "gpu01.b.example": "gpu01", "gpu02.a.example": "gpu02"}
+    (problem,) = f.node_name_clashes(names)
+    assert problem.startswith("gpu01.a.example, gpu01.b.example: all report the node name gpu01")
+    assert f.node_name_clashes({"a": "a", "b": "b", "c": ""}) == []

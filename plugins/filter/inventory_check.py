@@ -268,19 +268,52 @@ def _accounts(c: _Check, host: str, value: Any) -> None:
             )
 
 
+def _is_host_name(name: str) -> bool:
+    """A host name, short (gpu01) or fully qualified (gpu01.lab.example)."""
+    return len(name) <= 253 and all(HOST_NAME.fullmatch(label) for label in name.split("."))
+
+
 def _hosts(c: _Check) -> None:
     """Host names and host-level values no single variable check sees."""
     computes = set(c.groups.get("slurm_compute", []))
+    # Slurm names a node by its short host name (slurmd -C, hostname -s): by
+    # default the first label of the inventory's name, or slurm_node_name.
+    short: dict[str, list[str]] = {}
     for host in c.groups.get("slurm_cluster", []):
-        if not HOST_NAME.fullmatch(str(host)):
+        if not _is_host_name(str(host)):
             c.bad(
                 host,
                 "inventory_hostname",
                 host,
-                "is not a host name (letters, digits and '-'; no '_' or '.')",
-                f"name the host {re.sub(r'[^A-Za-z0-9-]', '-', str(host))} in hosts.yml "
+                "is not a host name (labels of letters, digits and '-', joined by '.'; no '_')",
+                f"name the host {re.sub(r'[^A-Za-z0-9.-]', '-', str(host))} in hosts.yml "
                 "(ansible_host keeps the address)",
             )
+            continue
+        name = c.hv[host].get("slurm_node_name")
+        if name is not None and not HOST_NAME.fullmatch(str(name)):
+            c.bad(
+                host,
+                "slurm_node_name",
+                name,
+                "is not a short host name (letters, digits and '-': Slurm's NodeName)",
+                "set it to the node's `hostname -s`, or drop it (the default is the first "
+                "label of the inventory name)",
+            )
+            continue
+        short.setdefault(str(name or str(host).split(".")[0]).lower(), []).append(str(host))
+    for name, hosts in sorted(short.items()):
+        if len(hosts) > 1:
+            for host in hosts:
+                c.bad(
+                    host,
+                    "inventory_hostname",
+                    host,
+                    f"has the short name {name}, as {', '.join(h for h in hosts if h != host)}: "
+                    "Slurm names nodes by their short names, and two nodes cannot share one",
+                    "give the hosts different short names (hostname -s), and set slurm_node_name "
+                    "to each host's short name where it is not the inventory name's first label",
+                )
     _login_hosts(c)
     for host in c.hosts:
         if "slurm_compute_gpus" in c.hv[host] and host not in computes:

@@ -57,9 +57,20 @@ def node_definition(info: dict, margin_percent: int, overrides: dict | None = No
     return fields
 
 
-def node_problems(info: dict, host: str, overrides: dict | None, gpus_configured: int) -> list:
+def node_problems(
+    info: dict, host: str, overrides: dict | None, gpus_configured: int, node_name: str = ""
+) -> list:
     """Inventory values the node cannot honour, each naming host, field and both values."""
     problems = []
+    # slurmd names its node by hostname -s (slurmd -C's NodeName): a name the
+    # inventory sets must be that one.
+    reported_name = info.get("node_name")
+    if node_name and reported_name and str(node_name) != str(reported_name):
+        problems.append(
+            f"{host}: slurm_node_name={node_name} but the node's short host name (hostname -s, "
+            f"slurmd's NodeName) is {reported_name}; set slurm_node_name: {reported_name}, "
+            f"or rename the host (hostnamectl set-hostname {node_name})"
+        )
     for key, value in (overrides or {}).items():
         if key not in LAYOUT:
             problems.append(
@@ -81,6 +92,20 @@ def node_problems(info: dict, host: str, overrides: dict | None, gpus_configured
             f"({info.get('gpu_source', 'none')}); set slurm_compute_gpus: {found} or fix the node"
         )
     return problems
+
+
+def node_name_clashes(names: dict) -> list:
+    """Hosts whose nodes report the same NodeName ({host: node name}), one message each."""
+    by_name: dict = {}
+    for host, name in sorted(names.items()):
+        if name:
+            by_name.setdefault(str(name), []).append(host)
+    return [
+        f"{', '.join(hosts)}: all report the node name {name} (hostname -s); Slurm needs one "
+        "name per node. Fix: give each host its own short host name (hostnamectl set-hostname)"
+        for name, hosts in sorted(by_name.items())
+        if len(hosts) > 1
+    ]
 
 
 def gres_spec(gpus: list) -> str:
@@ -194,6 +219,7 @@ class FilterModule:
     def filters(self) -> dict:
         return {
             "slurm_node_definition": node_definition,
+            "slurm_node_name_clashes": node_name_clashes,
             "slurm_node_problems": node_problems,
             "slurm_gres_spec": gres_spec,
             "slurm_gres_lines": gres_lines,

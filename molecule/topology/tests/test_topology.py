@@ -40,6 +40,8 @@ def test_slurm_sees_the_mixed_layout() -> None:
     ]
     # The inventory name gpu-big is node1 to Slurm.
     assert host("gpu-big").check_output("hostname") == "node1"
+    # A fully qualified inventory name: the node is its short name in Slurm.
+    assert host("node2.lab.example").check_output("hostname") == "node2"
 
 
 def test_the_first_site_yml_accepted_every_node() -> None:

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "results"
 INTERVAL = 10  # cluster_health_interval in this scenario's inventory
 NODES = ("ctl", "node1", "node2")
-CONTAINER = {"ctl": "ctl", "node1": "gpu-big", "node2": "node2"}
+CONTAINER = {"ctl": "ctl", "node1": "gpu-big", "node2": "node2.lab.example"}
 FAULT_NODE = "node2"
 STATE = "/var/lib/slurm-cluster/health"
 
