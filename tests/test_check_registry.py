@@ -279,6 +279,21 @@ def _key(p: dict) -> str:
     return "node1"
 
 
+@cluster_fault("auth.key")
+def _auth_key(p: dict) -> str:
+    # auth/slurm (the test sets cluster_auth_type slurm): node1 holds another key.
+    for h in p:
+        p[h]["local"]["auth_key"] = {
+            "exists": True,
+            "mode": "0600",
+            "owner": "slurm",
+            "group": "slurm",
+            "fingerprint": "a" * 16,
+        }
+    p["node1"]["local"]["auth_key"]["fingerprint"] = "b" * 16
+    return "node1"
+
+
 @cluster_fault("clock")
 def _clock_offset(p: dict) -> str:
     p["node1"]["local"]["time"] += 400
@@ -362,6 +377,8 @@ def test_a_cluster_check_fails_on_its_fixture(check: str) -> None:
     ctx = doctor_ctx()
     if check == "users":
         ctx["users"] = [{"name": "alice", "uid": 2001, "gid": 2000}]
+    if check == "auth.key":
+        ctx["auth_type"] = "slurm"
     rep = d.doctor_report(probes, ctx)
     assert (host, check) in [(c["host"], c["check"]) for c in rep["causes"]], rep["causes"]
 

@@ -113,6 +113,53 @@ def test_foreign_key_on_one_node_names_that_node_and_the_key(probes: dict) -> No
     assert result(rep, "node1", "munge.cross")["status"] == "PASS"
 
 
+def slurm_keys(probes: dict, fingerprint: str = "a" * 16) -> None:
+    """auth/slurm: every host holds slurm.jwks as site.yml leaves it."""
+    for h in probes:
+        probes[h]["local"]["auth_key"] = {
+            "exists": True,
+            "mode": "0600",
+            "owner": "slurm",
+            "group": "slurm",
+            "fingerprint": fingerprint,
+        }
+
+
+def test_a_node_with_another_slurm_key_is_named_with_both_fingerprints(probes: dict) -> None:
+    slurm_keys(probes)
+    probes["node2"]["local"]["auth_key"]["fingerprint"] = "0123456789abcdef"
+    set_node(probes, "node2", "State", "DOWN*")
+    rep = report(probes, auth_type="slurm")
+    assert causes(rep) == [("node2", "auth.key")]
+    cause = rep["causes"][0]
+    assert cause["evidence"].startswith(
+        f"slurm.jwks key differs (fingerprint 0123456789abcdef, ctl has {'a' * 16})"
+    )
+    assert "installs the controller's slurm.jwks (0600 slurm:slurm) on node2" in cause["fix"]
+    assert result(rep, "node2", "slurm.node")["caused_by"] == "node2 auth.key"
+    assert (
+        result(rep, "node1", "auth.key")["evidence"] == f"0600 slurm:slurm, fingerprint {'a' * 16}"
+    )
+
+
+def test_slurm_key_mode_owner_and_absence(probes: dict) -> None:
+    slurm_keys(probes)
+    probes["node1"]["local"]["auth_key"].update(mode="0644", owner="root")
+    probes["node2"]["local"]["auth_key"] = {"exists": False, "error": "No such file or directory"}
+    rep = report(probes, auth_type="slurm")
+    assert result(rep, "node1", "auth.key")["evidence"] == (
+        "slurm.jwks mode 0644 (want 0600), owner root:slurm (want slurm:slurm)"
+    )
+    assert result(rep, "node2", "auth.key")["evidence"] == (
+        "slurm.jwks no /etc/slurm/slurm.jwks: No such file or directory"
+    )
+
+
+def test_the_slurm_key_is_not_judged_where_munge_authenticates(probes: dict) -> None:
+    rep = report(probes)
+    assert {result(rep, h, "auth.key")["status"] for h in HOSTS} == {"SKIP"}
+
+
 def test_key_fingerprints_never_show_key_material(probes: dict) -> None:
     rep = report(probes)
     text = json.dumps(rep)

@@ -141,6 +141,8 @@ def doctor_table(report: dict) -> list[str]:
     """Node x check table: PASS/WARN/FAIL, '(fail)' for a consequence, '-' for SKIP."""
     cell = {(r["host"], r["check"]): r for r in report["results"]}
     short = [c.split(".", 1)[-1] if c != "clock" else c for c in report["checks"]]
+    # Where two checks share a last part (munge.key, auth.key), their ids are shown whole.
+    short = [c if short.count(s) > 1 else s for c, s in zip(report["checks"], short, strict=True)]
     width = max(len(h) for h in report["hosts"] + ["node"])
     cols = [max(len(s), 6) for s in short]
     lines = [

@@ -101,8 +101,9 @@ REGISTRY: tuple[Check, ...] = (
         WATCHED,
         needs=("units",),
         # A Slurm daemon that cannot start for want of munge (stopped, a clock
-        # munge rejects) is that cause's consequence; any other unit down is not.
-        explained_by=("munge.local", "clock", "munge.cross"),
+        # munge rejects) or of the controller's auth/slurm key is that cause's
+        # consequence; any other unit down is not.
+        explained_by=("munge.local", "clock", "munge.cross", "auth.key"),
         units=("slurmd", "slurmctld", "slurmdbd"),
         alerts=(
             Alert(
@@ -139,6 +140,14 @@ REGISTRY: tuple[Check, ...] = (
         "cluster",
         "mode, owner and fingerprint of the munge key",
         "run site.yml (it installs the controller's key, 0400 munge:munge)",
+        ("doctor",),
+    ),
+    Check(
+        "auth.key",
+        "cluster",
+        "mode, owner and fingerprint of Slurm's own key (/etc/slurm/slurm.jwks, auth/slurm)",
+        "run site.yml (it installs the controller's slurm.jwks, 0600 slurm:slurm, and "
+        "restarts the daemons there)",
         ("doctor",),
     ),
     Check(
@@ -276,6 +285,7 @@ REGISTRY: tuple[Check, ...] = (
             "services",
             "munge.local",
             "munge.cross",
+            "auth.key",
             "clock",
             "users.ids",
             "config.files",
@@ -299,6 +309,7 @@ REGISTRY: tuple[Check, ...] = (
         explained_by_controller=(
             "munge.local",
             "munge.cross",
+            "auth.key",
             "slurm.daemon",
             "config.files",
             "net.ports",

@@ -382,6 +382,7 @@ class Doctor(DoctorSteps):
 STEPS = {
     "net.hostname": "hostname",
     "munge.key": "munge_key",
+    "auth.key": "auth_key",
     "clock": "clock",
     "munge.cross": "munge_cross",
     "users.ids": "users",

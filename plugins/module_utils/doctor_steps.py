@@ -182,6 +182,42 @@ class DoctorSteps:
                     h, "munge.key", "PASS", f"0400 munge:munge, fingerprint {key['fingerprint']}"
                 )
 
+    def auth_key(self) -> None:
+        """Slurm's own key (auth/slurm): on every host, slurm:slurm 0600, the controller's."""
+        if self.ctx.get("auth_type", "munge") != "slurm":
+            for h in self.hosts:
+                self.add(h, "auth.key", "SKIP", "munge authenticates (cluster_auth_type: munge)")
+            return
+        keys = {h: self.local[h].get("auth_key") or {} for h in self.hosts}
+        reference = keys.get(self.ctl, {}).get("fingerprint", "")
+        for h in self.hosts:
+            key = keys[h]
+            wrong = []
+            if not key.get("exists"):
+                wrong.append(f"no /etc/slurm/slurm.jwks: {key.get('error', 'missing')}")
+            else:
+                if key["mode"] != "0600":
+                    wrong.append(f"mode {key['mode']} (want 0600)")
+                if key["owner"] != "slurm" or key["group"] != "slurm":
+                    wrong.append(f"owner {key['owner']}:{key['group']} (want slurm:slurm)")
+                if h != self.ctl and reference and key["fingerprint"] != reference:
+                    wrong.append(
+                        f"key differs (fingerprint {key['fingerprint']}, {self.ctl} has "
+                        f"{reference}): the daemons there refuse each other's messages"
+                    )
+            if wrong:
+                self.add(
+                    h,
+                    "auth.key",
+                    "FAIL",
+                    "slurm.jwks " + ", ".join(wrong),
+                    "run site.yml: it installs the controller's slurm.jwks (0600 slurm:slurm) "
+                    f"on {h} and restarts the daemons there",
+                )
+            else:
+                fingerprint = key["fingerprint"]
+                self.add(h, "auth.key", "PASS", f"0600 slurm:slurm, fingerprint {fingerprint}")
+
     def _fingerprints(self) -> dict[str, str]:
         return {h: self.local[h].get("key", {}).get("fingerprint", "") for h in self.hosts}
 

@@ -237,7 +237,7 @@ def services() -> dict:
 
 
 def key_info(path: str) -> dict:
-    """Mode, owner and a fingerprint (first 16 hex of SHA-256) of the munge key."""
+    """Mode, owner and a fingerprint (first 16 hex of SHA-256) of a key (munge, slurm.jwks)."""
     info = file_info(path)
     if not info["exists"]:
         return info
@@ -555,6 +555,7 @@ def local(p: dict) -> dict:
         host=host,
         time=now,
         key=key_info(p["munge_key"]),
+        auth_key=key_info(os.path.join(KEY_DIR, "slurm.jwks")),
         files=file_hashes(conf_dir),
         conf_dir=conf_dir,
         ids=ids(),

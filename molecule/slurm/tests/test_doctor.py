@@ -89,6 +89,19 @@ FAULTS = [
         # a munge key there takes no node down.
         suites=("bookworm",),
     ),
+    # auth/slurm (Debian 13 here): another slurm.jwks on node2, the same kids
+    # with other secrets, loaded by its slurmd; slurmctld then refuses it.
+    Fault(
+        "slurm key differs",
+        "node2",
+        "auth.key",
+        r"key differs \(fingerprint \w{16}, ctl has \w{16}\)",
+        'python3 -c \'import base64,json,os; p="/etc/slurm/slurm.jwks"; d=json.load(open(p));'
+        ' [k.update(k=base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("="))'
+        ' for k in d["keys"]]; json.dump(d, open(p, "w"))\' && systemctl restart slurmd',
+        wait_down=True,
+        suites=("trixie",),
+    ),
     Fault(
         "munge key mode 0644",
         "node1",
@@ -221,6 +234,7 @@ FAULTS = [
 # also needs it.
 ROUNDS = [
     ("keys", ("munge key differs", "munge key mode 0644")),
+    ("Slurm's key", ("slurm key differs",)),
     ("daemons", ("munged stopped", "slurmd stopped", "slurmdbd stopped")),
     ("files and names", ("slurm.conf edited by hand", "hostname mapped to 127.0.1.1")),
     (
