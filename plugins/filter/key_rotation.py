@@ -153,8 +153,8 @@ def rotation_report(noted: Mapping, kind: str, plan: Mapping, ended: float) -> d
     }
     out["restarts"] = {h: {"start": a, "restart_s": round(b - a, 3)} for h, (a, b) in swaps.items()}
     if swaps:
-        first = min(a for a, _ in swaps.values())
-        last = max(b for _, b in swaps.values())
+        first = min(pair[0] for pair in swaps.values())
+        last = max(pair[1] for pair in swaps.values())
         out["window_s"] = round(last - first, 3)
         out["window"] = f"first to last munged restart, {len(swaps)} hosts"
     else:
