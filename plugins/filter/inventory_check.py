@@ -301,7 +301,8 @@ def _hosts(c: _Check) -> None:
                 "label of the inventory name)",
             )
             continue
-        short.setdefault(str(name or str(host).split(".")[0]).lower(), []).append(str(host))
+        first_label = str(host).split(".", maxsplit=1)[0]
+        short.setdefault(str(name or first_label).lower(), []).append(str(host))
     for name, hosts in sorted(short.items()):
         if len(hosts) > 1:
             for host in hosts:
