@@ -281,5 +281,11 @@ def test_argument_specs_match_defaults() -> None:
     options = specs["argument_specs"]["main"]["options"]
     assert set(options) == set(defaults)
     for name, value in defaults.items():
+        if isinstance(value, str) and "{{" in value and "default" not in options[name]:
+            # A templated default of an int or bool is not a spec's default
+            # (antsibull-docs' schema refuses it): the description says it.
+            assert options[name]["type"] in ("int", "bool"), name
+            assert "Default" in options[name]["description"], name
+            continue
         assert options[name]["default"] == value, name
     assert set(options["pytorch_variant"]["choices"]) == {"", *tv.VARIANTS}
