@@ -25,7 +25,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 THIS = "tests/test_readme_names.py"  # its own made-up names do not count
-READMES = [ROOT / "README.md", *sorted(ROOT.glob("roles/*/README.md"))]
+READMES = [
+    ROOT / "README.md",
+    *sorted(ROOT.glob("roles/*/README.md")),
+    *sorted(ROOT.glob("docs/*.md")),
+]
 EXTENSIONS = (".py", ".yml", ".yaml", ".j2", ".md", ".json", ".sh", ".cfg", ".toml", ".txt", ".png")
 # Named for what they are elsewhere, not in this project.
 EXTERNAL = {
