@@ -72,7 +72,7 @@ def test_a_user_made_by_hand_with_another_uid_is_named_then_refused(run_playbook
         assert doctor.returncode != 0, out[-3000:]
         assert (
             "node2 users: alice is uid 2102 gid 2000 here, expected uid 2001 gid 2000 "
-            "(as on ctl, node1)" in out
+            "(as on ctl, login, node1)" in out
         ), out[-3000:]
         print(f"doctor named node2 users (alice 2102 vs 2001) {named_after:.1f} s after its start")
 
