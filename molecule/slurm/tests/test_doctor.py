@@ -98,7 +98,9 @@ FAULTS = [
         r"key differs \(fingerprint \w{16}, ctl has \w{16}\)",
         'python3 -c \'import base64,json,os; p="/etc/slurm/slurm.jwks"; d=json.load(open(p));'
         ' [k.update(k=base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("="))'
-        ' for k in d["keys"]]; json.dump(d, open(p, "w"))\' && systemctl restart slurmd',
+        ' for k in d["keys"]]; json.dump(d, open(p, "w"))\''
+        # slurmd cannot start again with it: its configless fetch is refused.
+        " && (systemctl restart slurmd || true)",
         wait_down=True,
         suites=("trixie",),
     ),
