@@ -3,6 +3,9 @@
 
 Sub-commands (each idempotent, each fast when there is nothing to do):
 
+  packages    install docker.io and debootstrap when missing, in one apt-get
+              transaction (needs root; make demo runs it before the steps that
+              use them, which then find them installed)
   docker      start dockerd when it is not answering (install docker.io when
               missing; needs root)
   image       build the Debian systemd base image(s) with debootstrap + docker
@@ -42,6 +45,8 @@ IMAGE_PACKAGES = [
     "sudo",
     "ca-certificates",
 ]
+# The host's packages by the command that shows each is installed.
+HOST_PACKAGES = {"dockerd": "docker.io", "debootstrap": "debootstrap"}
 TORCH_SPEC = "torch==2.13.0+cpu"
 LOCAL_WHEELS = Path("/opt/wheels")
 
@@ -52,6 +57,25 @@ def log(msg: str) -> None:
 
 def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, check=True, **kw)
+
+
+def missing_packages() -> list[str]:
+    return [package for command, package in HOST_PACKAGES.items() if shutil.which(command) is None]
+
+
+def ensure_packages() -> None:
+    """One apt-get transaction (one dpkg lock) for what the docker and image steps install."""
+    missing = missing_packages()
+    if not missing:
+        log(f"{' and '.join(HOST_PACKAGES.values())} are installed")
+        return
+    if os.geteuid() != 0:
+        sys.exit(f"hostprep: {' '.join(missing)} missing; run as root or install it")
+    log(f"installing {' '.join(missing)}")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    run(["apt-get", "update", "-qq"], env=env)
+    # With recommends, as docker.io was always installed here (apparmor, xz-utils).
+    run(["apt-get", "install", "-y", "-qq", *missing], env=env)
 
 
 def docker_up() -> bool:
@@ -206,7 +230,9 @@ def check_cgroups() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["docker", "image", "wheelhouse", "all", "cgroups"])
+    parser.add_argument(
+        "what", choices=["packages", "docker", "image", "wheelhouse", "all", "cgroups"]
+    )
     parser.add_argument(
         "--suite",
         action="append",
@@ -219,6 +245,8 @@ def main() -> None:
     suites = args.suite or ["bookworm"]
     if args.tag and len(suites) > 1:
         parser.error("--tag names one image: give one --suite with it")
+    if args.what == "packages":
+        ensure_packages()
     if args.what in ("docker", "all"):
         ensure_docker()
     if args.what in ("image", "all"):
