@@ -8,21 +8,34 @@ export ANSIBLE_FORCE_COLOR ?= 0
 # Local torch wheel for the control machine's unit tests (never the CUDA build).
 WHEELS ?= /opt/wheels
 
-.PHONY: venv host test-host lint unit demo test clean bench collection docs
+.PHONY: venv venv-demo host test-host lint unit demo test clean bench collection docs
 
+# The venv in two sets: venv-demo installs what make demo runs
+# (requirements-demo.txt, a part of requirements.txt), venv all of
+# requirements.txt (the linters, tests, docs and release gates) and torch.
 venv: $(VENV)/.installed
+venv-demo: $(VENV)/.demo-installed
 
-$(VENV)/.installed: requirements.txt
+$(BIN)/python:
 	python3 -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements.txt
-	$(BIN)/pip install --quiet --find-links $(WHEELS) 'torch==2.13.0+cpu' numpy
+
+$(VENV)/.demo-installed: requirements-demo.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -r requirements-demo.txt
 	touch $@
 
-# Docker running, base image and wheelhouse present (each step skips itself when done).
-host: venv
+$(VENV)/.installed: requirements.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -r requirements.txt
+	$(BIN)/pip install --quiet --find-links $(WHEELS) 'torch==2.13.0+cpu' numpy
+	touch $@ $(VENV)/.demo-installed
+
+# Docker running, base image, wheelhouse and venv-demo present, side by side
+# where they can (tools/demo_prep.py: the steps, what each waits for, their
+# logs in results/demo-prep/). Each step skips itself when done. python3:
+# standard library only, before the venv exists.
+host:
 	mkdir -p .cache/shared
-	$(BIN)/python molecule/shared/hostprep.py all
+	python3 tools/demo_prep.py $(if $(DEMO_TIMES),--times $(DEMO_TIMES))
 
 # What the tests need beyond the demo: the Debian 13 base image (Slurm 24.11)
 # and, for the nfs scenario, qemu and the VM image (cached by recipe hash).
@@ -96,10 +109,17 @@ collection: venv
 # Bring up the 4-container cluster (ctl, node1, node2, login), provision it, prove it with a DDP job.
 # (molecule create runs the scenario's prepare itself, once: a second
 # `molecule prepare --force` cost about 12 s.)
-demo: host
-	molecule create
-	ansible-playbook site.yml
-	ansible-playbook smoke_train.yml
+# Each phase's wall time (the preparation and each of its steps, then the
+# three below) is printed at the end and kept in results/demo-times.txt (one
+# line per phase, this run's only); a failed phase prints the times so far.
+demo:
+	@mkdir -p results && rm -f results/demo-times.txt && date +%s > results/.demo-start
+	$(MAKE) --no-print-directory host DEMO_TIMES=results/demo-times.txt
+	$(call demo_timed,molecule create,molecule create)
+	$(call demo_timed,site.yml,ansible-playbook site.yml)
+	$(call demo_timed,smoke_train.yml,ansible-playbook smoke_train.yml)
+	@echo "make demo: total $(call since,results/.demo-start) s" >> results/demo-times.txt
+	@cat results/demo-times.txt
 	@$(BIN)/python tools/demo_next.py
 
 # Everything: lint, unit tests, then every molecule scenario (molecule/README.md):
@@ -117,6 +137,13 @@ define timed
 endef
 define start
 	@mkdir -p results && date +%s > results/.scenario-start
+endef
+# make demo's phase $(1), command $(2): its wall time in results/demo-times.txt.
+define demo_timed
+	@date +%s > results/.demo-phase-start; \
+	  if $(2); then rc=0; else rc=$$?; fi; \
+	  echo "make demo: $(1) $(call since,results/.demo-phase-start) s, rc $$rc" >> results/demo-times.txt; \
+	  if [ $$rc -ne 0 ]; then cat results/demo-times.txt; fi; exit $$rc
 endef
 
 # The host preparation's package installs (apt) run first, one at a time; its
@@ -173,7 +200,7 @@ clean:
 # (a benchmark: not part of `make test`). BENCH_ARGS="--compare FILE" etc.
 # BENCH_NODES=3,8,16: the same phases on 1 controller + N compute containers
 # for each N (bench/scale.py; JSON and PNG in bench/results/scale-*).
-bench: host
+bench: venv host
 	$(if $(BENCH_NODES),$(BIN)/python bench/scale.py --nodes $(BENCH_NODES) $(BENCH_ARGS),$(BIN)/python bench/bench.py $(BENCH_ARGS))
 
 # NFS server/client roles on three qemu VMs (software emulation: the host
