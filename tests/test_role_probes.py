@@ -195,7 +195,10 @@ def test_the_union_asks_all_that_packages_yml_named_by_hand(rendered) -> None:
         assert set(wants["units"]) >= BEFORE_UNITS
         assert set(wants["commands"]) == commands, host
         assert [m["path"] for m in wants["masked"]] == ["/etc/slurm/slurmdbd.conf"]
-        assert wants["read"] == ["/etc/hosts", "/var/lib/slurm-cluster/acceptance-pending"]
+        # slurm_compute reads its sshd files on a compute node only.
+        ssh = ["/etc/security/access-slurm-adopt.conf", "/etc/pam.d/sshd"]
+        ssh = ssh if host == "node1" else []
+        assert wants["read"] == ["/etc/hosts", *ssh, "/var/lib/slurm-cluster/acceptance-pending"]
         assert wants["shared_root"] == "/shared"
         assert wants["shared_reads"] == ["/shared/.cluster/shared-fs-check"]
         assert wants["shared_hashes"] == ["/shared/.cluster/examples"]

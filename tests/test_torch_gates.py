@@ -84,6 +84,23 @@ def test_module_gates_pip_under_ansible(tmp_path) -> None:
     assert ok["msg"].startswith("all installed"), ok
     need = run("requirements=torch", "variant=cu999")
     assert need["satisfied"] is False and "variant cu999 wanted" in need["missing"][0], need
+    # O(python): another Python's environment, read by one run of it.
+    other = run(f"python={sys.executable}", f"requirements=torch=={public}", f"variant={local}")
+    assert other["satisfied"] is True, other
+    absent = run(f"python={sys.executable}", "requirements=no-such-dist-xyz")
+    assert absent["missing"] == ["no-such-dist-xyz is not installed"], absent
+    # A venv not made yet (a cold run): not installed, and the module still runs.
+    cold = run(f"python={tmp_path}/venv/bin/python", "requirements=torch")
+    assert cold["satisfied"] is False, cold
+    assert cold["missing"] == [f"{tmp_path}/venv/bin/python does not exist"], cold
+
+
+def test_missing_reads_given_versions() -> None:
+    """missing() judges the versions read from another Python when given."""
+    versions = {"torch": "2.13.0+cu128", "numpy": None}
+    why = vs.missing(["torch==2.13.0", "numpy", "x>=1"], "cu128", versions)
+    assert why == ["numpy is not installed", "x>=1: pip decides"]
+    assert vs.requirement_names(["torch==2.13.0", "numpy", "x>=1"]) == ["torch", "numpy"]
 
 
 @pytest.fixture

@@ -1,9 +1,11 @@
 #!/usr/bin/python
-"""Ansible module: whether this Python's environment already holds every requirement.
+"""Ansible module: whether a Python environment already holds every requirement.
 
-The pytorch role runs it with the venv's Python (``ansible_python_interpreter``)
-before pip, so that a rerun with nothing to install does not pay pip's
-start-up (about 2 s per node).
+The pytorch role runs it before pip with O(python) set to the venv's Python,
+so that a rerun with nothing to install does not pay pip's start-up (about
+2 s per node), and a cold run, where the venv is not there yet, gets a plain
+"not installed" instead of a node that cannot run its module (Mitogen's
+strategy counts a missing interpreter as an unreachable host).
 """
 
 from __future__ import annotations
@@ -12,14 +14,22 @@ DOCUMENTATION = r"""
 module: venv_packages
 short_description: Say whether a Python environment already holds some requirements
 description:
-  - Judged here, in the Python that runs the module (set C(ansible_python_interpreter)
-    to the venv's python), C(name) (installed at all) and C(name==version) with
+  - Judged in the Python O(python) names (by default the one that runs the
+    module), C(name) (installed at all) and C(name==version) with
     PEP 440's rule that a pin without C(+local) accepts any local build.
+  - When O(python) does not exist, nothing is installed and O(verify) is not run.
   - With I(variant) (cu128, cpu, ...) an installed torch must carry C(+variant).
   - Anything else (other operators, extras, markers, URLs) is left to pip and
     counts as missing ("pip decides").
   - Read-only; supports check mode.
 options:
+  python:
+    description: >-
+      The Python whose environment is judged (a venv's C(bin/python)); its
+      installed versions are read by one run of it. Empty for the Python
+      that runs the module.
+    type: str
+    default: ""
   requirements:
     description: pip requirement strings.
     type: list
@@ -45,8 +55,7 @@ EXAMPLES = r"""
   gpulab.slurm_cluster.venv_packages:
     requirements: [torch==2.13.0, numpy]
     variant: cpu
-  vars:
-    ansible_python_interpreter: /opt/pytorch/venv/bin/python
+    python: /opt/pytorch/venv/bin/python
   register: venv_check
 
 - name: Install only when something is missing
@@ -72,6 +81,8 @@ verify:
   type: dict
 """
 
+import json
+import os
 import re
 import subprocess
 import sys
@@ -87,8 +98,42 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def missing(requirements: list[str], variant: str = "") -> list[str]:
-    """Why each requirement is not (surely) met; [] when all are."""
+# Run by O(python): the installed version of each name in argv, null when absent.
+_VERSIONS = (
+    "import json, sys\n"
+    "from importlib import metadata\n"
+    "def version(name):\n"
+    "    try:\n"
+    "        return metadata.version(name)\n"
+    "    except metadata.PackageNotFoundError:\n"
+    "        return None\n"
+    "print(json.dumps({name: version(name) for name in sys.argv[1:]}))\n"
+)
+
+
+def local_version(name: str) -> str | None:
+    """The installed version of `name` in this Python, None when absent."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def requirement_names(requirements: list[str]) -> list[str]:
+    """The distribution names of the requirements this module judges itself."""
+    return [m.group(1) for m in map(_REQ.match, requirements) if m]
+
+
+def missing(
+    requirements: list[str],
+    variant: str = "",
+    versions: dict[str, str | None] | None = None,
+) -> list[str]:
+    """Why each requirement is not (surely) met; [] when all are.
+
+    `versions` maps a name to its installed version (None: absent); without
+    it, this Python's environment is read.
+    """
     why = []
     for requirement in requirements:
         match = _REQ.match(requirement)
@@ -96,9 +141,8 @@ def missing(requirements: list[str], variant: str = "") -> list[str]:
             why.append(f"{requirement}: pip decides")
             continue
         name, pinned = match.groups()
-        try:
-            installed = metadata.version(name)
-        except metadata.PackageNotFoundError:
+        installed = versions.get(name) if versions is not None else local_version(name)
+        if installed is None:
             why.append(f"{name} is not installed")
             continue
         if pinned and not version_matches(installed, pinned):
@@ -112,19 +156,37 @@ def missing(requirements: list[str], variant: str = "") -> list[str]:
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
+            "python": {"type": "str", "default": ""},
             "requirements": {"type": "list", "elements": "str", "required": True},
             "variant": {"type": "str", "default": ""},
             "verify": {"type": "dict"},
         },
         supports_check_mode=True,
     )
-    why = missing(module.params["requirements"], module.params["variant"])
+    requirements = module.params["requirements"]
+    python = module.params["python"] or sys.executable
+    if not os.path.exists(python):
+        why = [f"{python} does not exist"]
+        module.exit_json(changed=False, satisfied=False, missing=why, msg=why[0])
+    versions = None
+    if module.params["python"]:
+        proc = subprocess.run(
+            [python, "-c", _VERSIONS, *requirement_names(requirements)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            why = [f"{python} could not list its packages: {proc.stderr.strip()[-300:]}"]
+            module.exit_json(changed=False, satisfied=False, missing=why, msg=why[0])
+        versions = json.loads(proc.stdout)
+    why = missing(requirements, module.params["variant"], versions)
     extra = {}
     if module.params["verify"]:
         spec = module.params["verify"]
         args = [str(arg) for arg in spec.get("args") or []]
         proc = subprocess.run(
-            [sys.executable, "-c", str(spec["script"]), *args],
+            [python, "-c", str(spec["script"]), *args],
             capture_output=True,
             text=True,
             check=False,
@@ -134,7 +196,7 @@ def main() -> None:
         changed=False,
         satisfied=not why,
         missing=why,
-        msg="; ".join(why) if why else "all installed: " + " ".join(module.params["requirements"]),
+        msg="; ".join(why) if why else "all installed: " + " ".join(requirements),
         **extra,
     )
 
