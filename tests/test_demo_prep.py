@@ -91,6 +91,14 @@ def test_an_interrupted_step_that_ignores_sigint_is_killed(tmp_path: Path) -> No
     assert time.monotonic() - t0 < 5
 
 
+def test_a_step_that_cannot_start_is_named(tmp_path: Path) -> None:
+    steps = [sh("venv", "sleep 30"), Step("wheelhouse", (str(tmp_path / "no-python"),))]
+    with pytest.raises(demo_prep.StepFailed) as failed:
+        run(steps, tmp_path)
+    assert failed.value.name == "wheelhouse"
+    assert failed.value.why.startswith("could not start ([Errno 2] No such file or directory")
+
+
 @pytest.mark.parametrize(
     ("steps", "error"),
     [

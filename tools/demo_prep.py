@@ -135,10 +135,30 @@ def signal_group(proc: subprocess.Popen, sig: signal.Signals) -> None:
         os.killpg(proc.pid, sig)
 
 
+def start(step: Step, log_dir: Path, done: list[Done]) -> subprocess.Popen:
+    log = log_dir / f"{step.name}.log"
+    with log.open("wb") as out:
+        try:
+            return subprocess.Popen(
+                step.argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=ROOT,
+                start_new_session=True,  # its own group: stop() reaches its children
+            )
+        except OSError as exc:
+            raise StepFailed(step.name, f"could not start ({exc})", log, "", done) from exc
+
+
+def say(line: str) -> None:
+    print(line, flush=True)  # progress, also when make's output goes to a pipe
+
+
 def run_steps(
     steps: Sequence[Step],
     log_dir: Path,
-    echo: Callable[[str], None] = print,
+    echo: Callable[[str], None] = say,
     poll_s: float = 0.2,
     grace_s: float = GRACE_S,
 ) -> list[Done]:
@@ -156,15 +176,7 @@ def run_steps(
                 if step.name not in started and set(step.needs) <= ended:
                     after = f" (after {', '.join(step.needs)})" if step.needs else ""
                     echo(f"demo prep: {step.name} started{after}")
-                    with open(log_dir / f"{step.name}.log", "wb") as log:
-                        procs[step.name] = subprocess.Popen(
-                            step.argv,
-                            stdout=log,
-                            stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL,
-                            cwd=ROOT,
-                            start_new_session=True,  # its own group: stop() reaches its children
-                        )
+                    procs[step.name] = start(step, log_dir, done)
                     started[step.name] = time.monotonic() - t0
             time.sleep(poll_s)
             now = time.monotonic() - t0
@@ -222,6 +234,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         done, failure = run_steps(steps, LOG_DIR), None
     except StepFailed as exc:
         done, failure = exc.done, exc
+    except KeyboardInterrupt:  # Ctrl-C: the steps were interrupted too (run_steps)
+        print("make demo: preparation interrupted", file=sys.stderr)
+        return 130
     lines = time_lines(steps, done, time.monotonic() - t0, failure.name if failure else None)
     if args.times:
         args.times.parent.mkdir(parents=True, exist_ok=True)
