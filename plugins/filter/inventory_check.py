@@ -190,7 +190,10 @@ def _extra_config(c: _Check, host: str, value: Any) -> None:
                 "is not a slurm.conf parameter (Slurm's parser would refuse it on the node)",
                 "check the spelling against man slurm.conf (e.g. MaxJobCount, SchedulerParameters)",
             )
-        elif key in HEALTH_KEYS and c.hv[host].get("cluster_health", True) not in (False, "false"):
+        elif key in HEALTH_KEYS and c.host(host).get("cluster_health", True) not in (
+            False,
+            "false",
+        ):
             c.bad(
                 host,
                 f"{var}.{key}",
@@ -241,7 +244,7 @@ def _accounts(c: _Check, host: str, value: Any) -> None:
     var = "slurm_controller_accounts"
     qos_names = {"normal"} | {
         q.get("name")
-        for q in c.hv[host].get("slurm_controller_qos", []) or []
+        for q in c.host(host).get("slurm_controller_qos", []) or []
         if isinstance(q, Mapping)
     }
     for i, acct in enumerate(value if isinstance(value, list) else [value]):
@@ -290,7 +293,7 @@ def _hosts(c: _Check) -> None:
                 "(ansible_host keeps the address)",
             )
             continue
-        name = c.hv[host].get("slurm_node_name")
+        name = c.host(host).get("slurm_node_name")
         if name is not None and not HOST_NAME.fullmatch(str(name)):
             c.bad(
                 host,
@@ -317,11 +320,11 @@ def _hosts(c: _Check) -> None:
                 )
     _login_hosts(c)
     for host in c.hosts:
-        if "slurm_compute_gpus" in c.hv[host] and host not in computes:
+        if "slurm_compute_gpus" in c.host(host) and host not in computes:
             c.bad(
                 host,
                 "slurm_compute_gpus",
-                c.hv[host]["slurm_compute_gpus"],
+                c.host(host)["slurm_compute_gpus"],
                 "is set on a host in no compute group: it would be ignored",
                 "put the host in slurm_compute, or drop slurm_compute_gpus from it",
             )
@@ -359,7 +362,7 @@ def _exports(c: _Check, host: str, value: Any) -> None:
     if isinstance(value, list) and all(isinstance(e, Mapping) for e in value):
         # The NFS server role's own refusals (world, no_root_squash, options,
         # clients), here on the control machine before any node is touched.
-        hv = c.hv[host]
+        hv = c.host(host)
         clients = hv.get("nfs_server_networks") or list(c.groups.get("slurm_cluster", [host]))
         for problem in nfs_export_problems(
             [dict(e) for e in value],
@@ -398,7 +401,7 @@ def _port(var: str) -> Callable[[_Check, str, Any], None]:
             c.bad(host, var, value, "is not a TCP port (1-65535)", fix)
             return
         for other in PORTS:
-            if other != var and _int(c.hv[host].get(other, c.defaults.get(other))) == port:
+            if other != var and _int(c.host(host).get(other, c.defaults.get(other))) == port:
                 problem = f"is also {other} (each Slurm daemon needs its own port)"
                 c.bad(host, var, value, problem, fix)
 

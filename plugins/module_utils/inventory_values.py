@@ -236,11 +236,18 @@ class _Check:
         self.defaults = defaults
         self.hosts = sorted(groups.get("all", []))
         self.found: dict[tuple[str, str, str], tuple[str, list[str]]] = {}
+        self._host_vars: dict[str, Mapping] = {}
+
+    def host(self, h: str) -> Mapping:
+        """hostvars[h], looked up once: each lookup makes Ansible gather the host's variables."""
+        if h not in self._host_vars:
+            self._host_vars[h] = self.hv[h]
+        return self._host_vars[h]
 
     def values(self, var: str) -> dict[str, Any]:
         out = {}
         for h in self.hosts:
-            hv = self.hv[h]
+            hv = self.host(h)
             if var in hv:
                 out[h] = hv[var]
         return out
@@ -272,8 +279,8 @@ def _users(c: _Check, host: str, value: Any) -> None:
         for a in c.hv.get(ctl, {}).get("slurm_controller_accounts", []) or []
         if isinstance(a, Mapping)
     }
-    proof = c.hv[host].get("cluster_proof_user", "clusterproof")
-    proof_uid = _int(c.hv[host].get("cluster_proof_uid", 59000))
+    proof = c.host(host).get("cluster_proof_user", "clusterproof")
+    proof_uid = _int(c.host(host).get("cluster_proof_uid", 59000))
     accounting = bool(c.groups.get("slurm_dbd"))
     names: dict[str, int] = {}
     uids: dict[int, str] = {}
@@ -421,7 +428,7 @@ def _proof_user(c: _Check, host: str, value: Any) -> None:
 
 def _privileged(c: _Check, host: str, where: str, user: Mapping, extra: list) -> None:
     """A privileged group, or the proof account's, only with the user's own opt-in."""
-    proof = str(c.hv[host].get("cluster_proof_user", "clusterproof"))
+    proof = str(c.host(host).get("cluster_proof_user", "clusterproof"))
     allowed = user.get("privileged_groups", []) or []
     if not isinstance(allowed, list) or not all(isinstance(g, str) for g in allowed):
         c.bad(host, f"{where}.privileged_groups", allowed, "is not a list of group names",
