@@ -35,8 +35,7 @@ def test_empty_database_gets_everything() -> None:
          "GrpTRESMins=gres/gpu=6000", "MaxWall=1-00:00:00"],
         ["sacctmgr", "--immediate", "add", "account", "vision", "Cluster=local",
          "Description=Vision group", "Organization=lab", "QOS=gpu-hours,normal"],
-        ["sacctmgr", "--immediate", "add", "user", "alice", "Account=vision", "Cluster=local"],
-        ["sacctmgr", "--immediate", "add", "user", "bob", "Account=vision", "Cluster=local"],
+        ["sacctmgr", "--immediate", "add", "user", "alice,bob", "Account=vision", "Cluster=local"],
     ]  # fmt: skip
 
 

@@ -104,12 +104,14 @@ def plan(
                         f"Name={name}", f"Cluster={cluster}", "set", f"QOS={qos}",
                     ]
                 )  # fmt: skip
-        for user in acc.get("users", []):
-            if (name, user) not in assoc:
-                cmds.append(
-                    [
-                        "sacctmgr", "--immediate", "add", "user", user,
-                        f"Account={name}", f"Cluster={cluster}",
-                    ]
-                )  # fmt: skip
+        # The account's new users in one command (sacctmgr takes a list of
+        # names; each command is a slurmdbd round trip of its own).
+        new_users = [user for user in acc.get("users", []) if (name, user) not in assoc]
+        if new_users:
+            cmds.append(
+                [
+                    "sacctmgr", "--immediate", "add", "user", ",".join(new_users),
+                    f"Account={name}", f"Cluster={cluster}",
+                ]
+            )  # fmt: skip
     return cmds
