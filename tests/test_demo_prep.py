@@ -184,3 +184,39 @@ def test_every_demo_requirement_is_pinned_as_in_requirements_txt() -> None:
     assert [pin for pin in demo if pin not in full] == []
     names = {pin.split("==")[0] for pin in demo}
     assert {"ansible", "ansible-core", "molecule", "molecule-plugins[docker]"} <= names
+
+
+def load_hostprep():
+    sys.path.insert(0, str(ROOT / "molecule" / "shared"))  # hostprep imports rootfs
+    try:
+        path = ROOT / "molecule" / "shared" / "hostprep.py"
+        spec = importlib.util.spec_from_file_location("hostprep", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(ROOT / "molecule" / "shared"))
+
+
+@pytest.mark.parametrize(
+    ("absent", "installed"),
+    [
+        ({"dockerd", "debootstrap"}, ["docker.io", "debootstrap"]),
+        ({"debootstrap"}, ["debootstrap"]),
+        (set(), None),
+    ],
+)
+def test_hostprep_packages_is_one_apt_transaction(absent, installed, monkeypatch) -> None:
+    hostprep = load_hostprep()
+    ran: list[list[str]] = []
+    monkeypatch.setattr(hostprep.shutil, "which", lambda c: None if c in absent else f"/x/{c}")
+    monkeypatch.setattr(hostprep.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(hostprep, "run", lambda cmd, **_: ran.append(cmd))
+    hostprep.ensure_packages()
+    if installed is None:
+        assert ran == []
+    else:
+        assert ran == [
+            ["apt-get", "update", "-qq"],
+            ["apt-get", "install", "-y", "-qq", *installed],
+        ]
