@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests" / "fixtures"
 sys.path.insert(0, str(ROOT / "tests"))
 
+from probe_data import slurm_keys  # noqa: E402
 from test_monitoring import C as COLLECTOR  # noqa: E402
 from test_monitoring import parse, sample  # noqa: E402
 
@@ -282,14 +283,7 @@ def _key(p: dict) -> str:
 @cluster_fault("auth.key")
 def _auth_key(p: dict) -> str:
     # auth/slurm (the test sets cluster_auth_type slurm): node1 holds another key.
-    for h in p:
-        p[h]["local"]["auth_key"] = {
-            "exists": True,
-            "mode": "0600",
-            "owner": "slurm",
-            "group": "slurm",
-            "fingerprint": "a" * 16,
-        }
+    slurm_keys(p)
     p["node1"]["local"]["auth_key"]["fingerprint"] = "b" * 16
     return "node1"
 

@@ -20,6 +20,7 @@ sys.path.insert(0, str(ROOT / "plugins/filter"))
 sys.path.insert(0, str(ROOT / "plugins/modules"))
 import cluster_probe as probe  # noqa: E402
 import doctor as d  # noqa: E402
+from probe_data import slurm_keys  # noqa: E402
 
 FIXTURE = json.loads((ROOT / "tests/fixtures/doctor/healthy.json").read_text())
 HOSTS = ["ctl", "node1", "node2"]
@@ -111,18 +112,6 @@ def test_foreign_key_on_one_node_names_that_node_and_the_key(probes: dict) -> No
     assert "credential from node2 rejected by ctl" in cause["evidence"]
     assert result(rep, "node2", "slurm.node")["caused_by"] == "node2 munge.cross"
     assert result(rep, "node1", "munge.cross")["status"] == "PASS"
-
-
-def slurm_keys(probes: dict, fingerprint: str = "a" * 16) -> None:
-    """auth/slurm: every host holds slurm.jwks as site.yml leaves it."""
-    for h in probes:
-        probes[h]["local"]["auth_key"] = {
-            "exists": True,
-            "mode": "0600",
-            "owner": "slurm",
-            "group": "slurm",
-            "fingerprint": fingerprint,
-        }
 
 
 def test_a_node_with_another_slurm_key_is_named_with_both_fingerprints(probes: dict) -> None:
