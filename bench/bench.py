@@ -64,6 +64,8 @@ TARGET_LABELS = {
 # same bench (one ping with fact gathering on every node): issue 16's target,
 # which holds as the machine's speed drifts.
 RERUN_X_FLOOR_FACTS_TARGET = 3.5
+# The cold run as a multiple of the ping floor of the same bench (issue 40).
+COLD_X_FLOOR_TARGET = 50.0
 PLAYBOOK_TIMEOUT_S = 1800
 MOLECULE_TIMEOUT_S = 900
 TOP_TASKS = 10
@@ -639,6 +641,12 @@ def render_table(doc: Mapping[str, Any]) -> str:
         lines.append(
             f"  one task on every node costs {format_s(floor_task['ping'])}, "
             f"fact gathering {format_s(floor_task.get('facts'))}"
+        )
+    cold = (summary.get("x_floor") or {}).get("cold")
+    if cold is not None:
+        lines.append(
+            f"  cold / floor: {cold:.1f}x "
+            f"(target <= {COLD_X_FLOOR_TARGET:.0f}x {verdict_word(cold <= COLD_X_FLOOR_TARGET)})"
         )
     ratio = summary.get("rerun_x_floor_facts")
     if ratio is not None:

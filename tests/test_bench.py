@@ -332,6 +332,7 @@ def test_table() -> None:
     assert has_row(table, "floor: ping 1 5.0 s 5.0 s 5.0 s")
     assert has_row(table, "floor: ping + facts 1 8.0 s 8.0 s 8.0 s 1.6x")
     assert "  rerun / floor with facts: 1.9x (target <= 3.5x met)" in lines
+    assert "  cold / floor: 20.0x (target <= 50x met)" in lines
     assert "8 slowest tasks, cold site.yml (longest host):" in lines
     assert "6 slowest tasks, median rerun (rerun-1) (longest host):" in lines
     assert "  one task on every node costs 1.6 s, fact gathering 4.4 s" in lines
