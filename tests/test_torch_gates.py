@@ -8,7 +8,6 @@ fingerprint. Both are judged against this venv (CPU torch from /opt/wheels).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ sys.path.insert(0, str(FILES))
 
 import venv_packages as vs  # noqa: E402
 import verify_torch as vt  # noqa: E402
+from adhoc import run_module  # noqa: E402
 
 torch_version = pytest.importorskip("torch").__version__  # e.g. 2.13.0+cpu
 public, _, local = torch_version.partition("+")
@@ -54,30 +54,7 @@ def test_module_gates_pip_under_ansible(tmp_path) -> None:
     """The module as the role runs it: by its FQCN, in this Python, found in the collection."""
 
     def run(*args: str) -> dict:
-        out = subprocess.run(
-            [
-                str(Path(sys.executable).with_name("ansible")),
-                "localhost",
-                "-c",
-                "local",
-                "-i",
-                "localhost,",
-                "-e",
-                f"ansible_python_interpreter={sys.executable}",
-                "-m",
-                "gpulab.slurm_cluster.venv_packages",
-                "-a",
-                " ".join(args),
-                "-o",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            cwd=ROOT,
-            env={**os.environ, "ANSIBLE_LOCAL_TEMP": str(tmp_path)},
-        )
-        assert "=>" in out.stdout, out
-        return json.loads(out.stdout.split("=>", 1)[1])
+        return run_module("venv_packages", " ".join(args), tmp_path)
 
     ok = run(f"requirements=torch=={public}", f"variant={local}")
     assert ok["satisfied"] is True and ok["missing"] == [], ok

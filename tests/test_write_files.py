@@ -11,11 +11,11 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import write_files as wf
+from adhoc import run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 UID, GID = os.getuid(), os.getgid()
@@ -159,31 +159,7 @@ def test_through_ansible_by_its_fqcn(tmp_path) -> None:
     args = json.dumps({"files": [spec(tmp_path / "a", "hello\n", "0640")]})
 
     def call(*extra: str) -> dict:
-        out = subprocess.run(
-            [
-                str(Path(sys.executable).with_name("ansible")),
-                "localhost",
-                "-c",
-                "local",
-                "-i",
-                "localhost,",
-                "-e",
-                f"ansible_python_interpreter={sys.executable}",
-                "-m",
-                "gpulab.slurm_cluster.write_files",
-                "-a",
-                args,
-                "-o",
-                *extra,
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            cwd=ROOT,
-            env={**os.environ, "ANSIBLE_LOCAL_TEMP": str(tmp_path / ".tmp")},
-        )
-        assert "=>" in out.stdout, out
-        return json.loads(out.stdout.split("=>", 1)[1])
+        return run_module("write_files", args, tmp_path / ".tmp", *extra)
 
     assert call("--check")["changed_paths"] == [str(tmp_path / "a")]
     assert not (tmp_path / "a").exists()

@@ -1,0 +1,40 @@
+"""One module of the collection run by `ansible localhost -m FQCN`, as a role would run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_module(module: str, args: str, local_temp: Path, *extra: str) -> dict:
+    """The module's result: found in the collection by its FQCN, run in this Python."""
+    out = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ansible")),
+            "localhost",
+            "-c",
+            "local",
+            "-i",
+            "localhost,",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            "-m",
+            f"gpulab.slurm_cluster.{module}",
+            "-a",
+            args,
+            "-o",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        env={**os.environ, "ANSIBLE_LOCAL_TEMP": str(local_temp)},
+    )
+    assert "=>" in out.stdout, out
+    return json.loads(out.stdout.split("=>", 1)[1])
