@@ -152,14 +152,19 @@ def dir_change(spec: dict) -> tuple[str, int, int, int, bool]:
     return path, uid, gid, mode, have != (uid, gid, mode)
 
 
-def make_dir(path: str, uid: int, gid: int, mode: int) -> None:
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+def set_meta(path: str, uid: int, gid: int, mode: int, flags: int = 0) -> None:
+    """Owner, group and mode of what `path` names, through a descriptor: never via a link."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | flags)
     try:
         os.fchown(fd, uid, gid)
         os.fchmod(fd, mode)
     finally:
         os.close(fd)
+
+
+def make_dir(path: str, uid: int, gid: int, mode: int) -> None:
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    set_meta(path, uid, gid, mode, os.O_DIRECTORY)
 
 
 def current(path: str) -> tuple[bytes | None, tuple[int, int, int] | None]:
@@ -233,15 +238,6 @@ def put(module: AnsibleModule, change: dict) -> None:
             os.unlink(tmp)
 
 
-def fix_meta(change: dict) -> None:
-    fd = os.open(change["path"], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    try:
-        os.fchown(fd, change["uid"], change["gid"])
-        os.fchmod(fd, change["mode"])
-    finally:
-        os.close(fd)
-
-
 def diff_of(change: dict) -> dict:
     hidden = "(secret: not shown)\n"
     if change["secret"]:
@@ -272,7 +268,7 @@ def run(module: AnsibleModule) -> dict:
         if change["write"]:
             put(module, change)
         elif change["fix"]:
-            fix_meta(change)
+            set_meta(change["path"], change["uid"], change["gid"], change["mode"], os.O_NONBLOCK)
     changed = [d[0] for d in dirs if d[4]] + [c["path"] for c in files if c["write"] or c["fix"]]
     result = {"changed": bool(changed), "changed_paths": changed}
     if module._diff:
