@@ -76,7 +76,7 @@ def test_null_asks_nothing_on_that_host() -> None:
 @pytest.mark.parametrize(
     ("wants", "message"),
     [
-        ({"unit": ["munge"]}, r"'unit' is no option of node_state \(it takes: packages, units"),
+        ({"unit": ["munge"]}, r"'unit' is no option of node_state \(it takes: packages, install"),
         ({"units": "munge"}, r"'units' must be a list, got str"),
         ({"slurm_node": "yes"}, r"'slurm_node' must be a bool"),
         ({"commands": ["sinfo"]}, r"'commands' must be a dict"),
@@ -159,6 +159,7 @@ def rendered(tmp_path_factory) -> dict:
                     },
                     "children": {
                         "slurm_controller": {"hosts": {"ctl": None}},
+                        "slurm_dbd": {"hosts": {"ctl": None}},
                         "slurm_compute": {"hosts": {"node1": {"slurm_compute_gpus": 1}}},
                     },
                 }
@@ -205,6 +206,50 @@ def test_the_union_asks_all_that_packages_yml_named_by_hand(rendered) -> None:
         assert wants["users_refuse"] is True
         assert [u["name"] for u in wants["users"]] == ["ada", "clusterproof"]
         assert set(wants) <= set(SPEC)
+
+
+# Slurm's own packages: slurm_common installs them after its version checks
+# (release skew, upgrade jumps), never the one early transaction.
+SLURM_PACKAGE_PREFIXES = ("slurm", "libslurm", "libpam-slurm", "sackd", "munge-")
+
+
+def test_each_host_is_asked_for_its_roles_packages_and_no_slurm_package(rendered) -> None:
+    """The one apt transaction of playbooks/packages.yml: each role's packages where
+    the role runs (monitoring's Prometheus and the database on the controller, the
+    venv's and sshd's on a compute node), none of Slurm's."""
+    assert rendered["ctl"]["install"] == [
+        "prometheus-node-exporter",
+        "prometheus",
+        "procps",
+        "python3-bcrypt",
+        "prometheus-alertmanager",
+        "munge",
+        "mariadb-server",
+        "python3-pymysql",
+    ]
+    assert rendered["node1"]["install"] == [
+        "prometheus-node-exporter",
+        "munge",
+        "python3-venv",
+        "python3-packaging",
+        "openssh-server",
+    ]
+    for host, wants in rendered.items():
+        slurm = [p for p in wants["install"] if p.startswith(SLURM_PACKAGE_PREFIXES)]
+        assert slurm == [], (host, slurm)
+
+
+def test_the_one_transaction_is_for_a_whole_run_and_tells_the_roles_what_it_installed() -> None:
+    tasks = yaml.safe_load((ROOT / "playbooks/packages.yml").read_text())[0]["tasks"]
+    install = next(t for t in tasks if "ansible.builtin.apt" in t)
+    assert install["ansible.builtin.apt"]["name"] == (
+        "{{ __packages_probe.state.install_missing }}"
+    )
+    assert "ansible_run_tags == ['all']" in install["when"]
+    assert "ansible_skip_tags | length == 0" in install["when"]
+    noted = next(t for t in tasks if t.get("name") == "Note the node's state for the roles")
+    assert "__packages_new" in noted["ansible.builtin.set_fact"]["cluster_packages_installed"]
+    assert "not ansible_check_mode" in noted["vars"]["__packages_new"]
 
 
 def test_host_conditions_render_per_host(rendered) -> None:
@@ -274,3 +319,16 @@ def test_node_state_names_a_wrong_want_and_reads_nothing() -> None:
     assert result["failed"] is True
     assert "wants: 'reads' is no option of node_state" in result["msg"]
     assert "state" not in result
+
+
+def test_node_state_names_the_wanted_packages_the_node_lacks() -> None:
+    """install: the packages not installed, in the order asked (dpkg's own list here);
+    nothing is installed, and packages=false still keeps the list out of the result."""
+    lacking = "gpulab-no-such-package"
+    result = node_state(
+        {"packages": False, "wants": {"install": ["dpkg", lacking, "coreutils", "dpkg"]}}
+    )
+    assert result["changed"] is False
+    assert result["state"]["install_missing"] == [lacking]
+    assert result["state"]["packages"] == {}
+    assert node_state({"packages": False})["state"]["install_missing"] == []
