@@ -246,7 +246,25 @@ def test_the_one_transaction_is_for_a_whole_run_and_tells_the_roles_what_it_inst
         "{{ __packages_probe.state.install_missing }}"
     )
     assert "ansible_run_tags == ['all']" in install["when"]
-    assert "ansible_skip_tags | length == 0" in install["when"]
+    # The tags of the roles that declare packages (tests/test_tags.py's components).
+    skipped = next(w for w in install["when"] if w.startswith("ansible_skip_tags"))
+    assert skipped == (
+        "ansible_skip_tags | intersect(['munge', 'accounting', 'pytorch', 'slurm', 'monitoring'])"
+        " | length == 0"
+    )
+    declaring = {
+        p.parent.parent.name
+        for p in (ROOT / "roles").glob("*/meta/probe.yml")
+        if "install:" in p.read_text()
+    }
+    assert declaring == {
+        "munge",
+        "slurm_dbd",
+        "pytorch",
+        "slurm_compute",
+        "slurm_login",
+        "monitoring",
+    }
     noted = next(t for t in tasks if t.get("name") == "Note the node's state for the roles")
     assert "__packages_new" in noted["ansible.builtin.set_fact"]["cluster_packages_installed"]
     assert "not ansible_check_mode" in noted["vars"]["__packages_new"]

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # and include tasks (listed without a role prefix) that belong to it.
 COMPONENTS = {
     "munge": {"munge"},
-    "auth": {"slurm_auth"},
+    "auth": {"slurm_auth", "Slurm's own key (cluster_auth_type slurm)"},
     "slurm": {
         "slurm_common",
         "slurm_daemons",
@@ -36,7 +36,7 @@ COMPONENTS = {
     },
     "users": {"lab_users"},
     "cuda": {"cuda"},
-    "pytorch": {"pytorch"},
+    "pytorch": {"pytorch", "PyTorch in the venv (pytorch_enabled)"},
     "smoke": {
         "Hash the job templates on the shared filesystem",
         "Make root's folder of the job templates",
