@@ -245,7 +245,7 @@ def test_the_one_transaction_is_for_a_whole_run_and_tells_the_roles_what_it_inst
     assert install["ansible.builtin.apt"]["name"] == (
         "{{ __packages_probe.state.install_missing }}"
     )
-    assert "ansible_run_tags == ['all']" in install["when"]
+    assert "ansible_run_tags | list == ['all']" in install["when"]
     # The tags of the roles that declare packages (tests/test_tags.py's components).
     skipped = next(w for w in install["when"] if w.startswith("ansible_skip_tags"))
     assert skipped == (
@@ -350,3 +350,47 @@ def test_node_state_names_the_wanted_packages_the_node_lacks() -> None:
     assert result["state"]["install_missing"] == [lacking]
     assert result["state"]["packages"] == {}
     assert node_state({"packages": False})["state"]["install_missing"] == []
+
+
+@pytest.mark.parametrize(
+    ("args", "whole"),
+    [
+        ((), True),
+        (("--skip-tags", "molecule-notest,notest"), True),
+        (("--tags", "munge"), False),
+        (("--skip-tags", "monitoring"), False),
+    ],
+)
+def test_the_one_transaction_runs_in_a_whole_run_only(tmp_path, args, whole) -> None:
+    """packages.yml's tag conditions, evaluated by Ansible itself (ansible_run_tags is
+    a tuple: a comparison with a list alone would never hold)."""
+    tasks = yaml.safe_load((ROOT / "playbooks/packages.yml").read_text())[0]["tasks"]
+    install = next(t for t in tasks if "ansible.builtin.apt" in t)
+    conditions = [c for c in install["when"] if "_tags" in c]
+    assert len(conditions) == 2, install["when"]
+    play = [
+        {
+            "hosts": "localhost",
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "ansible.builtin.debug": {
+                        "msg": "whole={{ (" + ") and (".join(conditions) + ") }}"
+                    },
+                    "tags": ["always"],
+                }
+            ],
+        }
+    ]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    done = subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", str(tmp_path / "play.yml"), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"whole={whole}" in done.stdout, done.stdout
