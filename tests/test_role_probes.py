@@ -129,6 +129,8 @@ CONTROLLER_COMMANDS = NODE_COMMANDS | {
     "acct_assocs",
 }
 
+NOTED = "Note the node's state for the roles"
+
 PLAY = """
 - hosts: slurm_cluster
   gather_facts: false
@@ -209,8 +211,9 @@ def test_the_union_asks_all_that_packages_yml_named_by_hand(rendered) -> None:
 
 
 # Slurm's own packages: slurm_common installs them after its version checks
-# (release skew, upgrade jumps), never the one early transaction.
-SLURM_PACKAGE_PREFIXES = ("slurm", "libslurm", "libpam-slurm", "sackd", "munge-")
+# (release skew, upgrade jumps), never the one transaction; munge's role
+# installs munge first (the users both make keep one UID and GID everywhere).
+SLURM_PACKAGE_PREFIXES = ("slurm", "libslurm", "libpam-slurm", "sackd", "munge")
 
 
 def test_each_host_is_asked_for_its_roles_packages_and_no_slurm_package(rendered) -> None:
@@ -223,13 +226,11 @@ def test_each_host_is_asked_for_its_roles_packages_and_no_slurm_package(rendered
         "procps",
         "python3-bcrypt",
         "prometheus-alertmanager",
-        "munge",
         "mariadb-server",
         "python3-pymysql",
     ]
     assert rendered["node1"]["install"] == [
         "prometheus-node-exporter",
-        "munge",
         "python3-venv",
         "python3-packaging",
         "openssh-server",
@@ -239,35 +240,27 @@ def test_each_host_is_asked_for_its_roles_packages_and_no_slurm_package(rendered
         assert slurm == [], (host, slurm)
 
 
-def test_the_one_transaction_is_for_a_whole_run_and_tells_the_roles_what_it_installed() -> None:
-    tasks = yaml.safe_load((ROOT / "playbooks/packages.yml").read_text())[0]["tasks"]
-    install = next(t for t in tasks if "ansible.builtin.apt" in t)
-    assert install["ansible.builtin.apt"]["name"] == (
-        "{{ __packages_probe.state.install_missing }}"
-    )
-    assert "ansible_run_tags | list == ['all']" in install["when"]
-    # The tags of the roles that declare packages (tests/test_tags.py's components).
-    skipped = next(w for w in install["when"] if w.startswith("ansible_skip_tags"))
-    assert skipped == (
-        "ansible_skip_tags | intersect(['munge', 'accounting', 'pytorch', 'slurm', 'monitoring'])"
-        " | length == 0"
-    )
+def test_the_one_transaction_follows_munge_and_slurm_and_the_roles_count_it() -> None:
+    """The batch (cluster_packages_new) is chosen with the probe and installed in the
+    play "Common to all Slurm nodes" after the roles munge and slurm_common, whose
+    packages make the munge and slurm users (one UID and GID on every node)."""
+    probe_play = yaml.safe_load((ROOT / "playbooks/packages.yml").read_text())[0]
+    noted = next(t for t in probe_play["tasks"] if t.get("name") == NOTED)
+    facts = noted["ansible.builtin.set_fact"]
+    assert facts["cluster_packages_new"] == "{{ __packages_batch }}"
+    assert "__packages_batch" in facts["cluster_packages_installed"]
+    assert "not ansible_check_mode" in noted["vars"]["__packages_batch"]
+    common = yaml.safe_load((ROOT / "playbooks/slurm_cluster.yml").read_text())[0]
+    roles = [r["role"].removeprefix("gpulab.slurm_cluster.") for r in common["roles"]]
+    assert roles == ["munge", "slurm_common"]
+    first = common["tasks"][0]
+    assert first["ansible.builtin.apt"]["name"] == "{{ cluster_packages_new }}"
     declaring = {
         p.parent.parent.name
         for p in (ROOT / "roles").glob("*/meta/probe.yml")
         if "install:" in p.read_text()
     }
-    assert declaring == {
-        "munge",
-        "slurm_dbd",
-        "pytorch",
-        "slurm_compute",
-        "slurm_login",
-        "monitoring",
-    }
-    noted = next(t for t in tasks if t.get("name") == "Note the node's state for the roles")
-    assert "__packages_new" in noted["ansible.builtin.set_fact"]["cluster_packages_installed"]
-    assert "not ansible_check_mode" in noted["vars"]["__packages_new"]
+    assert declaring == {"slurm_dbd", "pytorch", "slurm_compute", "slurm_login", "monitoring"}
 
 
 def test_host_conditions_render_per_host(rendered) -> None:
@@ -359,23 +352,24 @@ def test_node_state_names_the_wanted_packages_the_node_lacks() -> None:
         (("--skip-tags", "molecule-notest,notest"), True),
         (("--tags", "munge"), False),
         (("--skip-tags", "monitoring"), False),
+        (("--check",), False),
     ],
 )
 def test_the_one_transaction_runs_in_a_whole_run_only(tmp_path, args, whole) -> None:
-    """packages.yml's tag conditions, evaluated by Ansible itself (ansible_run_tags is
-    a tuple: a comparison with a list alone would never hold)."""
+    """packages.yml's choice of the batch, evaluated by Ansible itself: a whole real
+    run only (ansible_run_tags is a tuple: a comparison with a list alone never holds)."""
     tasks = yaml.safe_load((ROOT / "playbooks/packages.yml").read_text())[0]["tasks"]
-    install = next(t for t in tasks if "ansible.builtin.apt" in t)
-    conditions = [c for c in install["when"] if "_tags" in c]
-    assert len(conditions) == 2, install["when"]
+    batch = next(t for t in tasks if t.get("name") == NOTED)["vars"]["__packages_batch"]
     play = [
         {
             "hosts": "localhost",
             "gather_facts": False,
             "tasks": [
                 {
-                    "ansible.builtin.debug": {
-                        "msg": "whole={{ (" + ") and (".join(conditions) + ") }}"
+                    "ansible.builtin.debug": {"msg": "whole={{ (__packages_batch | length > 0) }}"},
+                    "vars": {
+                        "__packages_batch": batch,
+                        "__packages_probe": {"state": {"install_missing": ["prometheus"]}},
                     },
                     "tags": ["always"],
                 }
