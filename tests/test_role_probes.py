@@ -255,6 +255,7 @@ def test_the_one_transaction_follows_munge_and_slurm_and_the_roles_count_it() ->
     assert roles == ["munge", "slurm_common"]
     first = common["tasks"][0]
     assert first["ansible.builtin.apt"]["name"] == "{{ cluster_packages_new }}"
+    assert first["ansible.builtin.apt"]["policy_rc_d"] == 101  # each role starts its own
     declaring = {
         p.parent.parent.name
         for p in (ROOT / "roles").glob("*/meta/probe.yml")
