@@ -217,20 +217,14 @@ SLURM_PACKAGE_PREFIXES = ("slurm", "libslurm", "libpam-slurm", "sackd", "munge")
 
 
 def test_each_host_is_asked_for_its_roles_packages_and_no_slurm_package(rendered) -> None:
-    """The one apt transaction of playbooks/packages.yml: each role's packages where
-    the role runs (monitoring's Prometheus and the database on the controller, the
-    venv's and sshd's on a compute node), none of Slurm's."""
+    """The one apt transaction: each role's packages where the role runs (the
+    database on the controller, the venv's and sshd's on a compute node), none of
+    Slurm's or munge's."""
     assert rendered["ctl"]["install"] == [
-        "prometheus-node-exporter",
-        "prometheus",
-        "procps",
-        "python3-bcrypt",
-        "prometheus-alertmanager",
         "mariadb-server",
         "python3-pymysql",
     ]
     assert rendered["node1"]["install"] == [
-        "prometheus-node-exporter",
         "python3-venv",
         "python3-packaging",
         "openssh-server",
@@ -261,7 +255,9 @@ def test_the_one_transaction_follows_munge_and_slurm_and_the_roles_count_it() ->
         for p in (ROOT / "roles").glob("*/meta/probe.yml")
         if "install:" in p.read_text()
     }
-    assert declaring == {"slurm_dbd", "pytorch", "slurm_compute", "slurm_login", "monitoring"}
+    # Not monitoring: its exporter installed before the doctor in the middle of a
+    # first run, and started after it, would be a unit installed and not active.
+    assert declaring == {"slurm_dbd", "pytorch", "slurm_compute", "slurm_login"}
 
 
 def test_host_conditions_render_per_host(rendered) -> None:
@@ -352,7 +348,8 @@ def test_node_state_names_the_wanted_packages_the_node_lacks() -> None:
         ((), True),
         (("--skip-tags", "molecule-notest,notest"), True),
         (("--tags", "munge"), False),
-        (("--skip-tags", "monitoring"), False),
+        (("--skip-tags", "accounting"), False),
+        (("--skip-tags", "monitoring"), True),
         (("--check",), False),
     ],
 )
