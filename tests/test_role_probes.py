@@ -76,7 +76,7 @@ def test_null_asks_nothing_on_that_host() -> None:
 @pytest.mark.parametrize(
     ("wants", "message"),
     [
-        ({"unit": ["munge"]}, r"'unit' is no option of node_state \(it takes: packages, install"),
+        ({"unit": ["munge"]}, r"'unit' is no option of node_state \(it takes: packages, units"),
         ({"units": "munge"}, r"'units' must be a list, got str"),
         ({"slurm_node": "yes"}, r"'slurm_node' must be a bool"),
         ({"commands": ["sinfo"]}, r"'commands' must be a dict"),
@@ -129,8 +129,6 @@ CONTROLLER_COMMANDS = NODE_COMMANDS | {
     "acct_assocs",
 }
 
-NOTED = "Note the node's state for the roles"
-
 PLAY = """
 - hosts: slurm_cluster
   gather_facts: false
@@ -161,7 +159,6 @@ def rendered(tmp_path_factory) -> dict:
                     },
                     "children": {
                         "slurm_controller": {"hosts": {"ctl": None}},
-                        "slurm_dbd": {"hosts": {"ctl": None}},
                         "slurm_compute": {"hosts": {"node1": {"slurm_compute_gpus": 1}}},
                     },
                 }
@@ -208,56 +205,6 @@ def test_the_union_asks_all_that_packages_yml_named_by_hand(rendered) -> None:
         assert wants["users_refuse"] is True
         assert [u["name"] for u in wants["users"]] == ["ada", "clusterproof"]
         assert set(wants) <= set(SPEC)
-
-
-# Slurm's own packages: slurm_common installs them after its version checks
-# (release skew, upgrade jumps), never the one transaction; munge's role
-# installs munge first (the users both make keep one UID and GID everywhere).
-SLURM_PACKAGE_PREFIXES = ("slurm", "libslurm", "libpam-slurm", "sackd", "munge")
-
-
-def test_each_host_is_asked_for_its_roles_packages_and_no_slurm_package(rendered) -> None:
-    """The one apt transaction: each role's packages where the role runs (the
-    database on the controller, the venv's and sshd's on a compute node), none of
-    Slurm's or munge's."""
-    assert rendered["ctl"]["install"] == [
-        "mariadb-server",
-        "python3-pymysql",
-    ]
-    assert rendered["node1"]["install"] == [
-        "python3-venv",
-        "python3-packaging",
-        "openssh-server",
-    ]
-    for host, wants in rendered.items():
-        slurm = [p for p in wants["install"] if p.startswith(SLURM_PACKAGE_PREFIXES)]
-        assert slurm == [], (host, slurm)
-
-
-def test_the_one_transaction_follows_munge_and_slurm_and_the_roles_count_it() -> None:
-    """The batch (cluster_packages_new) is chosen with the probe and installed in the
-    play "Common to all Slurm nodes" after the roles munge and slurm_common, whose
-    packages make the munge and slurm users (one UID and GID on every node)."""
-    probe_play = yaml.safe_load((ROOT / "playbooks/packages.yml").read_text())[0]
-    noted = next(t for t in probe_play["tasks"] if t.get("name") == NOTED)
-    facts = noted["ansible.builtin.set_fact"]
-    assert facts["cluster_packages_new"] == "{{ __packages_batch }}"
-    assert "__packages_batch" in facts["cluster_packages_installed"]
-    assert "not ansible_check_mode" in noted["vars"]["__packages_batch"]
-    common = yaml.safe_load((ROOT / "playbooks/slurm_cluster.yml").read_text())[0]
-    roles = [r["role"].removeprefix("gpulab.slurm_cluster.") for r in common["roles"]]
-    assert roles == ["munge", "slurm_common"]
-    first = common["tasks"][0]
-    assert first["ansible.builtin.apt"]["name"] == "{{ cluster_packages_new }}"
-    assert first["ansible.builtin.apt"]["policy_rc_d"] == 101  # each role starts its own
-    declaring = {
-        p.parent.parent.name
-        for p in (ROOT / "roles").glob("*/meta/probe.yml")
-        if "install:" in p.read_text()
-    }
-    # Not monitoring: its exporter installed before the doctor in the middle of a
-    # first run, and started after it, would be a unit installed and not active.
-    assert declaring == {"slurm_dbd", "pytorch", "slurm_compute", "slurm_login"}
 
 
 def test_host_conditions_render_per_host(rendered) -> None:
@@ -327,62 +274,3 @@ def test_node_state_names_a_wrong_want_and_reads_nothing() -> None:
     assert result["failed"] is True
     assert "wants: 'reads' is no option of node_state" in result["msg"]
     assert "state" not in result
-
-
-def test_node_state_names_the_wanted_packages_the_node_lacks() -> None:
-    """install: the packages not installed, in the order asked (dpkg's own list here);
-    nothing is installed, and packages=false still keeps the list out of the result."""
-    lacking = "gpulab-no-such-package"
-    result = node_state(
-        {"packages": False, "wants": {"install": ["dpkg", lacking, "coreutils", "dpkg"]}}
-    )
-    assert result["changed"] is False
-    assert result["state"]["install_missing"] == [lacking]
-    assert result["state"]["packages"] == {}
-    assert node_state({"packages": False})["state"]["install_missing"] == []
-
-
-@pytest.mark.parametrize(
-    ("args", "whole"),
-    [
-        ((), True),
-        (("--skip-tags", "molecule-notest,notest"), True),
-        (("--tags", "munge"), False),
-        (("--skip-tags", "accounting"), False),
-        (("--skip-tags", "monitoring"), True),
-        (("--check",), False),
-    ],
-)
-def test_the_one_transaction_runs_in_a_whole_run_only(tmp_path, args, whole) -> None:
-    """packages.yml's choice of the batch, evaluated by Ansible itself: a whole real
-    run only (ansible_run_tags is a tuple: a comparison with a list alone never holds)."""
-    tasks = yaml.safe_load((ROOT / "playbooks/packages.yml").read_text())[0]["tasks"]
-    batch = next(t for t in tasks if t.get("name") == NOTED)["vars"]["__packages_batch"]
-    play = [
-        {
-            "hosts": "localhost",
-            "gather_facts": False,
-            "tasks": [
-                {
-                    "ansible.builtin.debug": {"msg": "whole={{ (__packages_batch | length > 0) }}"},
-                    "vars": {
-                        "__packages_batch": batch,
-                        "__packages_probe": {"state": {"install_missing": ["prometheus"]}},
-                    },
-                    "tags": ["always"],
-                }
-            ],
-        }
-    ]
-    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
-    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
-    done = subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", str(tmp_path / "play.yml"), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert f"whole={whole}" in done.stdout, done.stdout

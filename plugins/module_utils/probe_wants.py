@@ -18,8 +18,6 @@ from collections.abc import Iterable, Mapping
 # node_state's options (the module builds its argument_spec from this).
 SPEC: dict[str, dict] = {
     "packages": {"type": "bool", "default": True},
-    # Debian packages a role installs on this node: those missing are reported.
-    "install": {"type": "list", "elements": "str", "default": []},
     "units": {"type": "list", "elements": "str", "default": []},
     "files": {"type": "list", "elements": "path", "default": []},
     "read": {"type": "list", "elements": "path", "default": []},

@@ -14,15 +14,6 @@ description:
   - Read-only; runs the same in check mode. The commands must be read-only too.
 options:
   packages: {description: List the installed packages (dpkg)., type: bool, default: true}
-  install:
-    description: >-
-      Debian packages the roles install on this node (the C(install) of their
-      C(meta/probe.yml)). Those not installed are returned as
-      C(state.install_missing), in this order; site.yml installs them in one
-      apt transaction. Nothing is installed here.
-    type: list
-    elements: str
-    default: []
   units:
     description: systemd units whose ActiveState and UnitFileState to report.
     type: list
@@ -160,7 +151,6 @@ state:
     active=absent); files {path: {exists, sha1, sha256, owner, group, mode}};
     read {path: text or null}; commands {name: {rc, stdout, stderr}};
     masked {path: {exists, sha1, secret_matches}};
-    install_missing [names of O(install) not installed];
     slurm_node (as slurm_node_info's fact) or null; slurm_node_error;
     users (the lab_users plan), shared_dirs {path: ok or what differs},
     shared_reads {dir: {files}}; trusted {path: '' or why root must not run it}.
@@ -317,7 +307,7 @@ def main() -> None:
         module.fail_json(msg=problem)
     # The slow reads (dpkg, systemctl, slurmd -C, the commands) run side by side.
     with ThreadPoolExecutor(max_workers=8) as pool:
-        pkgs = pool.submit(packages) if p["packages"] or p["install"] else None
+        pkgs = pool.submit(packages) if p["packages"] else None
         unit_states = pool.submit(units, p["units"])
         node = pool.submit(slurm_node) if p["slurm_node"] else None
         cmds = {name: pool.submit(command, script) for name, script in p["commands"].items()}
@@ -333,9 +323,6 @@ def main() -> None:
             "commands": {name: job.result() for name, job in cmds.items()},
         }
         state["slurm_node"], state["slurm_node_error"] = node.result() if node else (None, "")
-    state["install_missing"] = [name for name in p["install"] if name not in state["packages"]]
-    if not p["packages"]:
-        state["packages"] = {}
     if p["users"]:
         host = socket.gethostname().split(".")[0]
         state["users"] = plan_identities(p["users"], read_identities(p["users"]), host)
