@@ -135,6 +135,15 @@ def test_verdict_metrics_of_the_fault(tmp_path: Path) -> None:
     assert again == text
 
 
+def test_verdict_metrics_do_not_follow_the_hosts_order(tmp_path: Path) -> None:
+    """The same verdicts with the hosts in another order: the same file (a rerun writes nothing)."""
+    data = cluster_report.load(faulty_results(tmp_path))
+    results = data["doctor"]["results"]
+    assert len({r["host"] for r in results}) > 1
+    shuffled = {**data, "doctor": {**data["doctor"], "results": list(reversed(results))}}
+    assert cluster_report.verdict_metrics(shuffled) == cluster_report.verdict_metrics(data)
+
+
 @pytest.mark.skipif(PROMTOOL is None, reason="promtool absent (Debian package prometheus)")
 @pytest.mark.parametrize("faulty", [False, True], ids=["healthy", "faulty"])
 def test_verdict_metrics_pass_promtool(tmp_path: Path, faulty: bool) -> None:

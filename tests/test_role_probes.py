@@ -120,7 +120,7 @@ BEFORE_FILES = {
     "/etc/systemd/system/cluster-health.timer",
 }
 BEFORE_UNITS = {"munge", "slurmd", "slurmctld", "slurmdbd", "mariadb", "cluster-health.timer"}
-NODE_COMMANDS = {"hostname", "resolve", "firewall", "nvidia", "pci"}
+NODE_COMMANDS = {"hostname", "resolve", "firewall", "nvidia", "pci", "monitoring"}
 CONTROLLER_COMMANDS = NODE_COMMANDS | {
     "sinfo",
     "accounting",
@@ -216,6 +216,12 @@ def test_host_conditions_render_per_host(rendered) -> None:
     assert rendered["node1"]["commands"]["pci"].strip()
     firewall = rendered["node1"]["commands"]["firewall"]
     assert firewall[:2] == ["sh", "-c"] and firewall[-1] == "6817,6818"
+    # monitoring's read: the controller's address and password stamp there,
+    # the node health program's files on a compute node.
+    ctl, node = (rendered[h]["commands"]["monitoring"] for h in ("ctl", "node1"))
+    assert ctl[:2] == node[:2] == ["bash", "-c"]
+    assert "getent ahostsv4" in ctl[2] and "--- health ---" not in ctl[2]
+    assert "--- health ---" in node[2] and "getent ahostsv4" not in node[2]
 
 
 def test_every_role_that_reads_the_probe_declares_what_it_reads() -> None:

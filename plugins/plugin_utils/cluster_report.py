@@ -254,7 +254,12 @@ def verdict_metrics(data: dict) -> str:
         "gauge",
         "1 for the status of each node and check in the doctor's last report.",
     )
-    for r in doctor.get("results") or []:
+    # By node and check: the file stays the same when only the order of the
+    # report's hosts or checks differs (a rerun then writes nothing).
+    results = sorted(
+        doctor.get("results") or [], key=lambda r: (str(r.get("host", "")), str(r.get("check", "")))
+    )
+    for r in results:
         if r.get("status") in STATUS_ORDER:
             lines.append(
                 _line(
