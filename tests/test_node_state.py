@@ -91,6 +91,23 @@ def test_commands_run_as_argv_or_shell() -> None:
     assert m.command(["/no/such/tool"])["rc"] == 127
 
 
+def test_a_command_of_a_program_root_must_not_run_does_not_run(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    script = f"open({str(marker)!r}, 'w').write('x')"
+    python = "/usr/bin/python3"
+    refused = m.command([python, "-c", script], {python: "/x belongs to 4242, not root"})
+    assert refused == {
+        "rc": None,
+        "stdout": "",
+        "stderr": f"not run: {python}: /x belongs to 4242, not root",
+    }
+    assert not marker.exists()
+    # Trusted (no problem named), or not among the trusted paths: it runs.
+    assert m.command([python, "-c", script], {python: ""})["rc"] == 0
+    assert marker.exists()
+    assert m.command(["echo", "a"], {python: "no"})["stdout"] == "a\n"
+
+
 def test_read_text_of_a_missing_file_is_none(tmp_path: Path) -> None:
     (tmp_path / "hosts").write_text("127.0.0.1 localhost\n")
     assert m.read_text(str(tmp_path / "hosts")) == "127.0.0.1 localhost\n"

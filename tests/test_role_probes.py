@@ -189,7 +189,8 @@ def rendered(tmp_path_factory) -> dict:
 
 
 def test_the_union_asks_all_that_packages_yml_named_by_hand(rendered) -> None:
-    for host, commands in (("ctl", CONTROLLER_COMMANDS), ("node1", NODE_COMMANDS)):
+    computes = NODE_COMMANDS | {"pytorch_versions", "pytorch_verify"}
+    for host, commands in (("ctl", CONTROLLER_COMMANDS), ("node1", computes)):
         wants = rendered[host]
         assert set(wants["files"]) >= BEFORE_FILES, (host, BEFORE_FILES - set(wants["files"]))
         assert set(wants["units"]) >= BEFORE_UNITS
@@ -216,6 +217,18 @@ def test_host_conditions_render_per_host(rendered) -> None:
     assert rendered["node1"]["commands"]["pci"].strip()
     firewall = rendered["node1"]["commands"]["firewall"]
     assert firewall[:2] == ["sh", "-c"] and firewall[-1] == "6817,6818"
+    # pytorch's read of the venv, on a compute node only, with the module's script.
+    from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.venv_reqs import (
+        VERSIONS_SCRIPT,
+    )
+
+    versions = rendered["node1"]["commands"]["pytorch_versions"]
+    assert versions[0] == rendered["node1"]["trusted"][0] == "/opt/pytorch/venv/bin/python"
+    assert versions[1:3] == ["-c", VERSIONS_SCRIPT] and "torch" in versions[3:]
+    verify = rendered["node1"]["commands"]["pytorch_verify"]
+    assert verify[1:3] == ["-B", "-c"] and verify[-1] == "--no-write"
+    assert "def fingerprint" in verify[3]
+    assert "pytorch_versions" not in rendered["ctl"]["commands"]
     # monitoring's read: the controller's address and password stamp there,
     # the node health program's files on a compute node.
     ctl, node = (rendered[h]["commands"]["monitoring"] for h in ("ctl", "node1"))

@@ -289,3 +289,36 @@ def test_argument_specs_match_defaults() -> None:
             continue
         assert options[name]["default"] == value, name
     assert set(options["pytorch_variant"]["choices"]) == {"", *tv.VARIANTS}
+
+
+def test_venv_missing_judges_the_probes_read_as_the_module_does() -> None:
+    """site.yml's probe runs the venv's python with the module's version script."""
+    from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.venv_reqs import (
+        VERSIONS_SCRIPT,
+    )
+
+    names = ["json5-not-here", "pip"]
+    proc = subprocess.run(
+        [sys.executable, "-c", VERSIONS_SCRIPT, *names], capture_output=True, text=True, check=True
+    )
+    read = {"rc": 0, "stdout": proc.stdout, "stderr": ""}
+    assert tv.venv_missing(read, ["pip"]) == []
+    assert tv.venv_missing(read, ["json5-not-here", "pip==0.0.1"]) == [
+        "json5-not-here is not installed",
+        f"pip {json.loads(proc.stdout)['pip']} installed, pip==0.0.1 wanted",
+    ]
+    torch = {"rc": 0, "stdout": '{"torch": "2.13.0+cpu"}', "stderr": ""}
+    assert tv.venv_missing(torch, ["torch==2.13.0"], "cpu") == []
+    assert tv.venv_missing(torch, ["torch==2.13.0"], "cu128") == [
+        "torch 2.13.0+cpu installed, variant cu128 wanted"
+    ]
+    # A run that failed, was not run (untrusted), or printed no list: one reason.
+    assert tv.venv_missing({"rc": 127, "stdout": "", "stderr": "x: not found"}, ["torch"]) == [
+        "the venv's python did not list its packages: x: not found"
+    ]
+    assert tv.venv_missing({"rc": None, "stdout": "", "stderr": ""}, ["torch"]) == [
+        "the venv's python did not list its packages: not run"
+    ]
+    assert tv.venv_missing({"rc": 0, "stdout": "oops", "stderr": ""}, ["torch"]) == [
+        "the venv's python printed no package list"
+    ]

@@ -17,6 +17,7 @@ from typing import Any
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.pep440 import (
     version_matches as _version_matches,
 )
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.venv_reqs import missing
 from ansible_collections.gpulab.slurm_cluster.plugins.plugin_utils.filter_errors import (
     ansible_errors,
 )
@@ -207,6 +208,27 @@ def torch_report_problems(report: object, expected_gpus: object, pinned: str) ->
     return problems
 
 
+def venv_missing(
+    read: Mapping[str, Any], requirements: Sequence[str], variant: str = ""
+) -> list[str]:
+    """Why each requirement is not met in a venv, from the probe's run of its python.
+
+    ``read`` is node_state's result of a command that ran the venv's python
+    with venv_reqs.VERSIONS_SCRIPT ({rc, stdout, stderr}); a failed or
+    unreadable run is one reason (the venv_packages module then asks again).
+    """
+    if not isinstance(read, Mapping) or read.get("rc") != 0:
+        err = str(read.get("stderr", "") if isinstance(read, Mapping) else "").strip()[-300:]
+        return [f"the venv's python did not list its packages: {err or 'not run'}"]
+    try:
+        versions = json.loads(str(read.get("stdout", "")))
+    except ValueError:
+        return ["the venv's python printed no package list"]
+    if not isinstance(versions, dict):
+        return ["the venv's python printed no package list"]
+    return missing(list(requirements), variant, versions)
+
+
 class FilterModule:
     """pytorch role filters; ValueError becomes an Ansible filter error with the same message."""
 
@@ -224,5 +246,6 @@ class FilterModule:
                 "torch_version_ok": torch_version_ok,
                 "torch_report": torch_report,
                 "torch_report_problems": torch_report_problems,
+                "venv_missing": venv_missing,
             }.items()
         }

@@ -30,7 +30,10 @@ options:
     elements: path
     default: []
   commands:
-    description: "{name: command}: a list is argv, a string a /bin/sh script (rc, stdout, stderr)."
+    description: >-
+      {name: command}: a list is argv, a string a /bin/sh script (rc, stdout, stderr).
+      An argv whose program is one of O(trusted) runs only where that program is
+      root's own all the way up; elsewhere its rc is null and stderr says why.
     type: dict
     default: {}
   masked:
@@ -242,7 +245,13 @@ def read_text(path: str) -> str | None:
         return None
 
 
-def command(spec: str | list) -> dict:
+def command(spec: str | list, trusted: dict[str, str] | None = None) -> dict:
+    """rc, stdout, stderr of a read-only command; one whose program is among the
+    O(trusted) paths runs only where that program is root's own all the way up."""
+    program = str(spec[0]) if isinstance(spec, list) and spec else ""
+    why = (trusted or {}).get(program, "")
+    if why:
+        return {"rc": None, "stdout": "", "stderr": f"not run: {program}: {why}"}
     res = run(
         [str(a) for a in spec] if isinstance(spec, list) else ["/bin/sh", "-c", str(spec)], TIMEOUT
     )
@@ -305,12 +314,17 @@ def main() -> None:
         p, problem = {}, str(exc)
     if problem:
         module.fail_json(msg=problem)
+    # Programs root will run (a venv's python): root's own all the way up. A
+    # command that runs one of them runs only where it is.
+    trusted = {path: root_owned_problem(path, p["shared_root"]) for path in p["trusted"]}
     # The slow reads (dpkg, systemctl, slurmd -C, the commands) run side by side.
     with ThreadPoolExecutor(max_workers=8) as pool:
         pkgs = pool.submit(packages) if p["packages"] else None
         unit_states = pool.submit(units, p["units"])
         node = pool.submit(slurm_node) if p["slurm_node"] else None
-        cmds = {name: pool.submit(command, script) for name, script in p["commands"].items()}
+        cmds = {
+            name: pool.submit(command, script, trusted) for name, script in p["commands"].items()
+        }
         state = {
             "files": {path: file_info(path) for path in p["files"]},
             "read": {path: read_text(path) for path in p["read"]},
@@ -330,8 +344,7 @@ def main() -> None:
         if p["users_refuse"] and problems:
             # Before site.yml changes anything on any node (the play is any_errors_fatal).
             module.fail_json(msg=" | ".join(problems), problems=problems, state=state)
-    # Programs root will run (a venv's python): root's own all the way up.
-    state["trusted"] = {path: root_owned_problem(path, p["shared_root"]) for path in p["trusted"]}
+    state["trusted"] = trusted
     state["shared_dirs"] = {
         str(spec["path"]): dir_state(p["shared_root"], spec) for spec in p["shared_dirs"]
     }

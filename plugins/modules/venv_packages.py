@@ -83,31 +83,17 @@ verify:
 
 import json
 import os
-import re
 import subprocess
 import sys
 from importlib import metadata
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.pep440 import version_matches
-
-_REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:==\s*([A-Za-z0-9.+!_-]+))?\s*$")
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-# Run by O(python): the installed version of each name in argv, null when absent.
-_VERSIONS = (
-    "import json, sys\n"
-    "from importlib import metadata\n"
-    "def version(name):\n"
-    "    try:\n"
-    "        return metadata.version(name)\n"
-    "    except metadata.PackageNotFoundError:\n"
-    "        return None\n"
-    "print(json.dumps({name: version(name) for name in sys.argv[1:]}))\n"
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.venv_reqs import (
+    VERSIONS_SCRIPT,
+    requirement_names,
+)
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.venv_reqs import (
+    missing as _missing,
 )
 
 
@@ -119,38 +105,11 @@ def local_version(name: str) -> str | None:
         return None
 
 
-def requirement_names(requirements: list[str]) -> list[str]:
-    """The distribution names of the requirements this module judges itself."""
-    return [m.group(1) for m in map(_REQ.match, requirements) if m]
-
-
 def missing(
-    requirements: list[str],
-    variant: str = "",
-    versions: dict[str, str | None] | None = None,
+    requirements: list[str], variant: str = "", versions: dict[str, str | None] | None = None
 ) -> list[str]:
-    """Why each requirement is not (surely) met; [] when all are.
-
-    `versions` maps a name to its installed version (None: absent); without
-    it, this Python's environment is read.
-    """
-    why = []
-    for requirement in requirements:
-        match = _REQ.match(requirement)
-        if not match:
-            why.append(f"{requirement}: pip decides")
-            continue
-        name, pinned = match.groups()
-        installed = versions.get(name) if versions is not None else local_version(name)
-        if installed is None:
-            why.append(f"{name} is not installed")
-            continue
-        if pinned and not version_matches(installed, pinned):
-            why.append(f"{name} {installed} installed, {requirement} wanted")
-            continue
-        if variant and _norm(name) == "torch" and installed.partition("+")[2] != variant:
-            why.append(f"torch {installed} installed, variant {variant} wanted")
-    return why
+    """Why each requirement is not (surely) met; [] when all are (this Python's, by default)."""
+    return _missing(requirements, variant, local_version if versions is None else versions)
 
 
 def main() -> None:
@@ -171,7 +130,7 @@ def main() -> None:
     versions = None
     if module.params["python"]:
         proc = subprocess.run(
-            [python, "-c", _VERSIONS, *requirement_names(requirements)],
+            [python, "-c", VERSIONS_SCRIPT, *requirement_names(requirements)],
             capture_output=True,
             text=True,
             check=False,
