@@ -90,7 +90,15 @@ FIGURES = (
     ("smoke_train.yml", "smoke"),
     ("floor: ping", "floor"),
     ("floor: ping + facts", "floor_facts"),
+    # The same, run as `ansible-playbook` is run by hand and by the peer's bench
+    # (no ansible-runner, whose events cost every task more than a plain run).
+    ("rerun, plain", "rerun_plain"),
+    ("floor + facts, plain", "floor_facts_plain"),
 )
+# Kinds that must change nothing.
+RERUN_KINDS = ("rerun", "rerun_plain")
+# A host's line of the PLAY RECAP of a plain run.
+RECAP_LINE = re.compile(r"^(?P<host>\S+)\s+:\s+(?P<stats>(?:\w+=\d+\s*)+)$")
 
 
 # --------------------------------------------------------------------------
@@ -410,7 +418,17 @@ def newest_smoke_results(since: float, folder: Path = SMOKE_RESULTS) -> dict[str
 
 def counts(run: RunResult) -> bool:
     """Whether a run's time is a figure: it succeeded and, for a rerun, changed nothing."""
-    return run.ok and not (run.kind == "rerun" and run.changed)
+    return run.ok and not (run.kind in RERUN_KINDS and run.changed)
+
+
+def ratio_of(figures: Mapping[str, Any], kind: str, floor_kind: str) -> float | None:
+    """The median of kind over the median of floor_kind, where both were measured."""
+    run, floor = figures.get(kind), figures.get(floor_kind)
+    return (
+        round(run["median_s"] / floor["median_s"], 1)
+        if run and floor and floor["median_s"]
+        else None
+    )
 
 
 def summarise(runs: list[RunResult]) -> dict[str, Any]:
@@ -418,7 +436,6 @@ def summarise(runs: list[RunResult]) -> dict[str, Any]:
     good = [r for r in runs if counts(r)]
     figures = {kind: stats_s([r.wall_s for r in runs_of(good, kind)]) for _, kind in FIGURES}
     floor = figures.get("floor")
-    reruns = runs_of(runs, "rerun")
     rerun_median = median_run(runs_of(good, "rerun"))
     median_smoke = median_run(runs_of(good, "smoke"))
     x_floor = {
@@ -426,16 +443,11 @@ def summarise(runs: list[RunResult]) -> dict[str, Any]:
         for kind in ("cold", "rerun", "smoke", "floor_facts")
         if figures.get(kind) and floor and floor["median_s"] > 0
     }
-    facts = figures.get("floor_facts")
-    rerun = figures.get("rerun")
     return {
         "figures": figures,
-        "rerun_x_floor_facts": (
-            round(rerun["median_s"] / facts["median_s"], 1)
-            if rerun and facts and facts["median_s"] > 0
-            else None
-        ),
-        "rerun_changed": {r.name: r.changed for r in reruns},
+        "rerun_x_floor_facts": ratio_of(figures, "rerun", "floor_facts"),
+        "rerun_plain_x_floor_facts_plain": ratio_of(figures, "rerun_plain", "floor_facts_plain"),
+        "rerun_changed": {r.name: r.changed for r in runs if r.kind in RERUN_KINDS},
         "floor_task_s": {
             "ping": floor_task_s(median_run(runs_of(good, "floor"))),
             "facts": floor_task_s(median_run(runs_of(good, "floor_facts"))),
@@ -491,7 +503,7 @@ def problems(runs: Iterable[RunResult]) -> list[str]:
         if not run.ok:
             found.append(f"{run.name} ({run.playbook}) {run.status}, rc {run.rc}")
             found.extend(f"  {line}" for line in run.errors[:10])
-        elif run.kind == "rerun" and run.changed:
+        elif run.kind in RERUN_KINDS and run.changed:
             hosts = ", ".join(f"{h} changed={s.changed}" for h, s in run.hosts.items() if s.changed)
             found.append(f"{run.name} ({run.playbook}) reported changes: {hosts}")
             found.extend(
@@ -654,6 +666,13 @@ def render_table(doc: Mapping[str, Any]) -> str:
             f"  rerun / floor with facts: {ratio:.1f}x "
             f"(target <= {RERUN_X_FLOOR_FACTS_TARGET}x "
             f"{verdict_word(ratio <= RERUN_X_FLOOR_FACTS_TARGET)})"
+        )
+    plain = summary.get("rerun_plain_x_floor_facts_plain")
+    if plain is not None:
+        lines.append(
+            f"  plain ansible-playbook (as the peer's bench runs it): rerun / floor with facts "
+            f"{plain:.1f}x (target <= {RERUN_X_FLOOR_FACTS_TARGET}x "
+            f"{verdict_word(plain <= RERUN_X_FLOOR_FACTS_TARGET)})"
         )
     lines += cpu_rows(summary.get("cpu") or {}, machine.get("nproc"))
     lines += breakdown_rows(summary.get("smoke_breakdown") or {}, summary.get("smoke_run"))
@@ -862,6 +881,52 @@ def run_command(name: str, kind: str, argv: list[str]) -> RunResult:
     )
 
 
+def recap_stats(output: str) -> dict[str, HostStats]:
+    """The PLAY RECAP of a plain ansible-playbook run, per host."""
+    hosts: dict[str, HostStats] = {}
+    names = {"failed": "failures", **{k: k for k in asdict(HostStats())}}
+    for line in output.split("PLAY RECAP")[-1].splitlines() if "PLAY RECAP" in output else []:
+        match = RECAP_LINE.match(line.strip())
+        if match:
+            pairs = (kv.split("=") for kv in match["stats"].split())
+            stats = {names[k]: int(v) for k, v in pairs if k in names}
+            hosts[match["host"]] = HostStats(**stats)
+    return hosts
+
+
+def run_plain(
+    name: str, kind: str, playbook: str, env: Mapping[str, str] | None = None
+) -> RunResult:
+    """ansible-playbook itself, as a person or the peer's bench runs it: wall time and recap."""
+    busy = read_busy_s()
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            ["ansible-playbook", playbook],
+            cwd=ROOT,
+            env=dict(os.environ, **ansible_env(env)),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=PLAYBOOK_TIMEOUT_S,
+        )
+        rc, output = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired:
+        rc, output = 124, f"no answer in {PLAYBOOK_TIMEOUT_S} s"
+    wall = round(time.perf_counter() - start, 3)
+    return RunResult(
+        name=name,
+        kind=kind,
+        playbook=f"ansible-playbook {Path(playbook).name}",
+        status="successful" if rc == 0 else "failed",
+        rc=rc,
+        wall_s=wall,
+        hosts=recap_stats(output),
+        errors=[] if rc == 0 else output.splitlines()[-10:],
+        cpu_s=cpu_between(busy, read_busy_s()),
+    )
+
+
 def floor_playbook(directory: Path, gather_facts: bool) -> Path:
     """The cheapest playbook that touches every node: one ping."""
     path = directory / ("floor_facts.yml" if gather_facts else "floor.yml")
@@ -928,6 +993,22 @@ def playbook_steps(reruns: int, smokes: int, scratch: Path) -> list[Step]:
         (
             "floor-facts",
             lambda: run_playbook("floor-facts", "floor_facts", str(facts), env=FLOOR_FACTS_ENV),
+        )
+    )
+    # The rerun and its floor once more without ansible-runner (the peer's way).
+    for i in range(1, reruns + 1):
+        steps.append(
+            (
+                f"rerun-plain-{i}",
+                lambda i=i: run_plain(f"rerun-plain-{i}", "rerun_plain", "site.yml"),
+            )
+        )
+    steps.append(
+        (
+            "floor-facts-plain",
+            lambda: run_plain(
+                "floor-facts-plain", "floor_facts_plain", str(facts), env=FLOOR_FACTS_ENV
+            ),
         )
     )
     return steps

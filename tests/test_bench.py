@@ -503,12 +503,20 @@ class FakeCluster:
         self.calls.append((name, " ".join(argv), {}))
         return bench.RunResult(name, kind, " ".join(argv), "successful", 0, 1.0)
 
+    def plain(
+        self, name: str, kind: str, playbook: str, env: dict[str, str] | None = None
+    ) -> bench.RunResult:
+        self.calls.append((name, f"plain {Path(playbook).name}", env or {}))
+        hosts = {"ctl": bench.HostStats(ok=3)}
+        return bench.RunResult(name, kind, Path(playbook).name, "successful", 0, 2.0, hosts)
+
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeCluster:
     cluster = FakeCluster()
     monkeypatch.setattr(bench, "run_playbook", cluster.playbook)
     monkeypatch.setattr(bench, "run_command", cluster.command)
+    monkeypatch.setattr(bench, "run_plain", cluster.plain)
     monkeypatch.setattr(bench, "machine_info", lambda: {"nproc": 2, "commit": "b" * 40})
     monkeypatch.setattr(bench, "FACT_CACHE", tmp_path / "facts")
     monkeypatch.setattr(bench, "SHARED_DIR", tmp_path / "shared")
@@ -529,17 +537,21 @@ def test_full_sequence(fake: FakeCluster, tmp_path: Path) -> None:
         ("smoke-1", "smoke_train.yml"),
         ("floor-ping", "floor.yml"),
         ("floor-facts", "floor_facts.yml"),
+        # Again as the peer's bench runs them: ansible-playbook, no ansible-runner.
+        ("rerun-plain-1", "plain site.yml"),
+        ("rerun-plain-2", "plain site.yml"),
+        ("floor-facts-plain", "plain floor_facts.yml"),
     ]
-    assert fake.calls[-1][2] == {
-        "ANSIBLE_CACHE_PLUGIN": "ansible.builtin.memory",
-        "ANSIBLE_GATHERING": "implicit",
-    }
+    no_cache = {"ANSIBLE_CACHE_PLUGIN": "ansible.builtin.memory", "ANSIBLE_GATHERING": "implicit"}
+    assert fake.calls[-4][2] == fake.calls[-1][2] == no_cache
     assert not (tmp_path / "facts").exists()  # the cold run starts without cached facts
     assert list((tmp_path / "shared").iterdir()) == []  # and an empty shared filesystem
     [results] = (tmp_path / "out").glob("*.json")
     doc = bench.load_results(results)
     assert [r["name"] for r in doc["runs"]][:3] == ["destroy", "create", "cold"]
     assert doc["summary"]["figures"]["rerun"]["n"] == 2
+    assert doc["summary"]["figures"]["rerun_plain"]["n"] == 2
+    assert doc["summary"]["rerun_plain_x_floor_facts_plain"] == 1.0
     assert results.with_suffix(".png").is_file() or not has_matplotlib()
 
 
@@ -547,7 +559,13 @@ def test_no_fresh_keeps_the_containers(fake: FakeCluster, tmp_path: Path) -> Non
     (tmp_path / "facts").mkdir()
     code = bench.main(["--no-fresh", "--reruns", "1", "--smokes", "0", "--out", str(tmp_path)])
     assert code == 0
-    assert [name for name, _, _ in fake.calls] == ["rerun-1", "floor-ping", "floor-facts"]
+    assert [name for name, _, _ in fake.calls] == [
+        "rerun-1",
+        "floor-ping",
+        "floor-facts",
+        "rerun-plain-1",
+        "floor-facts-plain",
+    ]
     assert (tmp_path / "facts").is_dir()
 
 
@@ -617,3 +635,52 @@ def test_smoke_breakdown_mode_by_mode(tmp_path: Path) -> None:
     (tmp_path / "local").mkdir()
     (tmp_path / "local" / "20261202T091749Z-769.json").write_text(json.dumps(summary))
     assert bench.newest_smoke_results(0, tmp_path) == summary
+
+
+RECAP = """
+PLAY RECAP *********************************************************************
+ctl   : ok=43   changed=0  unreachable=0  failed=0  skipped=51  rescued=0  ignored=0
+node1 : ok=35   changed=2  unreachable=0  failed=1  skipped=43  rescued=0  ignored=0
+
+TASKS RECAP ********************************************************************
+"""
+
+
+def test_recap_of_a_plain_run_counts_changes() -> None:
+    hosts = bench.recap_stats(RECAP)
+    assert hosts == {
+        "ctl": bench.HostStats(ok=43, skipped=51),
+        "node1": bench.HostStats(ok=35, changed=2, failures=1, skipped=43),
+    }
+    assert bench.recap_stats("no recap here") == {}
+
+
+def test_a_plain_rerun_that_changed_something_is_a_problem() -> None:
+    run = bench.RunResult(
+        "rerun-plain-1", "rerun_plain", "site.yml", "successful", 0, 9.0, bench.recap_stats(RECAP)
+    )
+    assert not bench.counts(run)
+    assert bench.problems([run]) == ["rerun-plain-1 (site.yml) reported changes: node1 changed=2"]
+
+
+def test_plain_run_of_the_floor(tmp_path: Path) -> None:
+    """ansible-playbook itself on a local host: wall time, status and the recap."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        "slurm_cluster:\n  hosts:\n    h1:\n      ansible_connection: local\n"
+        "      ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
+    )
+    playbook = bench.floor_playbook(tmp_path, True)
+    run = bench.run_plain(
+        "floor-facts-plain",
+        "floor_facts_plain",
+        str(playbook),
+        env={**bench.FLOOR_FACTS_ENV, "ANSIBLE_INVENTORY": str(inventory)},
+    )
+    assert (run.status, run.rc, run.playbook) == (
+        "successful",
+        0,
+        "ansible-playbook floor_facts.yml",
+    )
+    assert run.hosts == {"h1": bench.HostStats(ok=2)}
+    assert run.wall_s > 0
