@@ -220,11 +220,14 @@ def test_host_conditions_render_per_host(rendered) -> None:
     # pytorch's read of the venv, on a compute node only, with the module's script.
     from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.venv_reqs import (
         VERSIONS_SCRIPT,
+        requirement_names,
     )
 
     versions = rendered["node1"]["commands"]["pytorch_versions"]
     assert versions[0] == rendered["node1"]["trusted"][0] == "/opt/pytorch/venv/bin/python"
-    assert versions[1:3] == ["-c", VERSIONS_SCRIPT] and "torch" in versions[3:]
+    assert versions[1:3] == ["-c", VERSIONS_SCRIPT]
+    defaults = yaml.safe_load((ROOT / "roles/pytorch/defaults/main.yml").read_text())
+    assert versions[3:] == requirement_names(defaults["pytorch_packages"]) == ["torch", "numpy"]
     verify = rendered["node1"]["commands"]["pytorch_verify"]
     assert verify[1:3] == ["-B", "-c"] and verify[-1] == "--no-write"
     assert "def fingerprint" in verify[3]
