@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -895,16 +895,26 @@ def recap_stats(output: str) -> dict[str, HostStats]:
 
 
 def run_plain(
-    name: str, kind: str, playbook: str, env: Mapping[str, str] | None = None
+    name: str,
+    kind: str,
+    playbook: str,
+    env: Mapping[str, str] | None = None,
+    root: Path = ROOT,
+    args: Sequence[str] = (),
 ) -> RunResult:
-    """ansible-playbook itself, as a person or the peer's bench runs it: wall time and recap."""
+    """ansible-playbook itself, as a person or the peer's bench runs it: wall time and recap.
+
+    In root (another checkout of the project, or the peer's folder), with its
+    ansible.cfg; args go before the playbook (the peer's ``-i inventory.ini``).
+    """
     busy = read_busy_s()
     start = time.perf_counter()
+    config = {"ANSIBLE_CONFIG": str(root / "ansible.cfg")}
     try:
         proc = subprocess.run(
-            ["ansible-playbook", playbook],
-            cwd=ROOT,
-            env=dict(os.environ, **ansible_env(env)),
+            ["ansible-playbook", *args, playbook],
+            cwd=root,
+            env=dict(os.environ, **tool_env(), **config, **(env or {})),
             capture_output=True,
             text=True,
             check=False,
