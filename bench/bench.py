@@ -654,26 +654,24 @@ def render_table(doc: Mapping[str, Any]) -> str:
             f"  one task on every node costs {format_s(floor_task['ping'])}, "
             f"fact gathering {format_s(floor_task.get('facts'))}"
         )
-    cold = (summary.get("x_floor") or {}).get("cold")
-    if cold is not None:
-        lines.append(
-            f"  cold / floor: {cold:.1f}x "
-            f"(target <= {COLD_X_FLOOR_TARGET:.0f}x {verdict_word(cold <= COLD_X_FLOOR_TARGET)})"
-        )
-    ratio = summary.get("rerun_x_floor_facts")
-    if ratio is not None:
-        lines.append(
-            f"  rerun / floor with facts: {ratio:.1f}x "
-            f"(target <= {RERUN_X_FLOOR_FACTS_TARGET}x "
-            f"{verdict_word(ratio <= RERUN_X_FLOOR_FACTS_TARGET)})"
-        )
-    plain = summary.get("rerun_plain_x_floor_facts_plain")
-    if plain is not None:
-        lines.append(
-            f"  plain ansible-playbook (as the peer's bench runs it): rerun / floor with facts "
-            f"{plain:.1f}x (target <= {RERUN_X_FLOOR_FACTS_TARGET}x "
-            f"{verdict_word(plain <= RERUN_X_FLOOR_FACTS_TARGET)})"
-        )
+    ratios = (
+        ("cold / floor", (summary.get("x_floor") or {}).get("cold"), COLD_X_FLOOR_TARGET),
+        (
+            "rerun / floor with facts",
+            summary.get("rerun_x_floor_facts"),
+            RERUN_X_FLOOR_FACTS_TARGET,
+        ),
+        (
+            "plain ansible-playbook (as the peer's bench runs it): rerun / floor with facts",
+            summary.get("rerun_plain_x_floor_facts_plain"),
+            RERUN_X_FLOOR_FACTS_TARGET,
+        ),
+    )
+    for label, ratio, target in ratios:
+        if ratio is not None:
+            lines.append(
+                f"  {label}: {ratio:.1f}x (target <= {target:g}x {verdict_word(ratio <= target)})"
+            )
     lines += cpu_rows(summary.get("cpu") or {}, machine.get("nproc"))
     lines += breakdown_rows(summary.get("smoke_breakdown") or {}, summary.get("smoke_run"))
     lines += task_rows("cold site.yml", summary["slowest"]["cold"])
@@ -848,36 +846,51 @@ def run_playbook(name: str, kind: str, playbook: str, **kwargs: Any) -> RunResul
     return result
 
 
-def run_command(name: str, kind: str, argv: list[str]) -> RunResult:
-    """A timed subprocess in the repository root (molecule); its output is shown on failure."""
+@dataclass
+class Timed:
+    """A subprocess's exit, output, wall time and the machine's CPU seconds meanwhile."""
+
+    rc: int
+    output: str
+    wall_s: float
+    cpu_s: float | None
+    timed_out: bool
+
+
+def timed(argv: list[str], cwd: Path, env: Mapping[str, str], timeout: int) -> Timed:
+    """Run argv in cwd with env added to this environment; rc 124 when it ran past timeout."""
     busy = read_busy_s()
     start = time.perf_counter()
     try:
         proc = subprocess.run(
             argv,
-            cwd=ROOT,
-            env=dict(os.environ, **tool_env()),
+            cwd=cwd,
+            env=dict(os.environ, **env),
             capture_output=True,
             text=True,
             check=False,
-            timeout=MOLECULE_TIMEOUT_S,
+            timeout=timeout,
         )
-        rc, status = proc.returncode, "successful" if proc.returncode == 0 else "failed"
-        output = (proc.stdout + proc.stderr).splitlines()
+        rc, output, timed_out = proc.returncode, proc.stdout + proc.stderr, False
     except subprocess.TimeoutExpired:
-        rc, status, output = 124, "timeout", [f"no answer in {MOLECULE_TIMEOUT_S} s"]
+        rc, output, timed_out = 124, f"no answer in {timeout} s", True
     wall = round(time.perf_counter() - start, 3)
-    cpu = cpu_between(busy, read_busy_s())
-    errors = [] if rc == 0 else output[-10:]
+    return Timed(rc, output, wall, cpu_between(busy, read_busy_s()), timed_out)
+
+
+def run_command(name: str, kind: str, argv: list[str]) -> RunResult:
+    """A timed subprocess in the repository root (molecule); its output is shown on failure."""
+    run = timed(argv, ROOT, tool_env(), MOLECULE_TIMEOUT_S)
+    status = "timeout" if run.timed_out else "successful" if run.rc == 0 else "failed"
     return RunResult(
         name=name,
         kind=kind,
         playbook=" ".join(argv),
         status=status,
-        rc=rc,
-        wall_s=wall,
-        errors=errors,
-        cpu_s=cpu,
+        rc=run.rc,
+        wall_s=run.wall_s,
+        errors=[] if run.rc == 0 else run.output.splitlines()[-10:],
+        cpu_s=run.cpu_s,
     )
 
 
@@ -907,33 +920,23 @@ def run_plain(
     In root (another checkout of the project, or the peer's folder), with its
     ansible.cfg; args go before the playbook (the peer's ``-i inventory.ini``).
     """
-    busy = read_busy_s()
-    start = time.perf_counter()
     config = {"ANSIBLE_CONFIG": str(root / "ansible.cfg")}
-    try:
-        proc = subprocess.run(
-            ["ansible-playbook", *args, playbook],
-            cwd=root,
-            env=dict(os.environ, **tool_env(), **config, **(env or {})),
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=PLAYBOOK_TIMEOUT_S,
-        )
-        rc, output = proc.returncode, proc.stdout + proc.stderr
-    except subprocess.TimeoutExpired:
-        rc, output = 124, f"no answer in {PLAYBOOK_TIMEOUT_S} s"
-    wall = round(time.perf_counter() - start, 3)
+    run = timed(
+        ["ansible-playbook", *args, playbook],
+        root,
+        {**tool_env(), **config, **(env or {})},
+        PLAYBOOK_TIMEOUT_S,
+    )
     return RunResult(
         name=name,
         kind=kind,
         playbook=f"ansible-playbook {Path(playbook).name}",
-        status="successful" if rc == 0 else "failed",
-        rc=rc,
-        wall_s=wall,
-        hosts=recap_stats(output),
-        errors=[] if rc == 0 else output.splitlines()[-10:],
-        cpu_s=cpu_between(busy, read_busy_s()),
+        status="successful" if run.rc == 0 else "failed",
+        rc=run.rc,
+        wall_s=run.wall_s,
+        hosts=recap_stats(run.output),
+        errors=[] if run.rc == 0 else run.output.splitlines()[-10:],
+        cpu_s=run.cpu_s,
     )
 
 
