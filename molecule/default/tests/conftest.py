@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -38,6 +39,14 @@ RESULTS = ROOT / "results" / cluster_name()
 def host(name: str):
     """testinfra host of a node of molecule's inventory."""
     return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+def recap(out: str) -> dict[str, dict[str, int]]:
+    """An ansible-playbook run's PLAY RECAP: {host: {ok, changed, unreachable, failed, ...}}."""
+    return {
+        m[1]: {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m[2])}
+        for m in re.finditer(r"^(\S+)\s+: (ok=.*)$", out, re.M)
+    }
 
 
 def platforms() -> list[dict]:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, cluster_name
+from conftest import ROOT, cluster_name, recap
 
 BUNDLE = Path(sys.prefix) / "lib"
 TRANSPORT = "community.docker"  # this test's connection to the containers only
@@ -158,13 +158,6 @@ def play(lab: dict, name: str, *extra: str) -> subprocess.CompletedProcess:
         lab["lab"],
         lab["env"],
     )
-
-
-def recap(out: str) -> dict[str, dict[str, int]]:
-    return {
-        m[1]: {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m[2])}
-        for m in re.finditer(r"^(\S+)\s+: (ok=.*)$", out, re.M)
-    }
 
 
 def test_installed_with_only_its_declared_collections(lab: dict) -> None:

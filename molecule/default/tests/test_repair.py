@@ -9,18 +9,17 @@ cluster; the run after it must change nothing again.
 
 from __future__ import annotations
 
-import re
-
-from conftest import host
+from conftest import host, recap
 
 VENV_PYTHON = "/opt/pytorch/venv/bin/python"
-RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=(\d+)", re.M)
 
 
 def changed_by_host(out: str) -> dict[str, int]:
-    found = {name: (int(changed), int(failed)) for name, changed, failed in RECAP.findall(out)}
-    assert found and all(failed == 0 for _changed, failed in found.values()), out[-3000:]
-    return {name: changed for name, (changed, _failed) in found.items()}
+    """Each host's changed count; every host reached and nothing failed."""
+    counts = recap(out)
+    clean = all(c["failed"] == 0 and c["unreachable"] == 0 for c in counts.values())
+    assert counts and clean, out[-3000:]
+    return {name: c["changed"] for name, c in counts.items()}
 
 
 def changed_in(out: str, task: str, name: str) -> bool:
