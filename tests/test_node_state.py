@@ -55,6 +55,15 @@ def test_unit_up_needs_active_and_enabled_and_a_probe() -> None:
     assert up(disabled, "munge") is False
 
 
+def test_packages_missing_in_order_and_all_without_a_probe() -> None:
+    missing = FILTERS["packages_missing"]
+    assert missing(["munge", "slurmd", "curl"], ["curl", "munge"]) == ["slurmd"]
+    assert missing(["munge"], ["munge", "slurmd"]) == []
+    assert missing("munge", []) == ["munge"]
+    assert missing(["b", "a"], None) == ["b", "a"]  # no probe: install
+    assert missing([], None) == []
+
+
 def test_file_info_as_the_change_plan_reads_it(tmp_path: Path) -> None:
     path = tmp_path / "slurm.conf"
     path.write_text("ClusterName=lab\n")

@@ -18,9 +18,23 @@ def probed_file(state: Mapping | None, path: str) -> dict:
     return dict(((state or {}).get("files") or {}).get(path) or {})
 
 
+def packages_missing(wanted: list | str, installed: list | None) -> list[str]:
+    """The wanted packages the probe did not find installed, in the order asked.
+
+    installed is cluster_packages_installed (playbooks/packages.yml), None where
+    no probe ran: then every package is missing, so the install task runs.
+    """
+    wanted = [wanted] if isinstance(wanted, str) else list(wanted)
+    if installed is None:
+        return wanted
+    have = set(installed)
+    return [p for p in wanted if p not in have]
+
+
 class FilterModule:
     def filters(self) -> dict:
         return {
             "unit_up": unit_up,
             "probed_file": probed_file,
+            "packages_missing": packages_missing,
         }
