@@ -13,6 +13,12 @@ inventory values, molecule/shared/create.yml and prepare.yml):
   add       one more container, then site.yml --limit node<N+1> (its
             acceptance job included)
   floor     Ansible's own floor on the same hosts: one ping, no facts
+  ab        with --other DIR (another checkout of the project, e.g. a worktree
+            of an older commit): after the reruns, plain no-change reruns of
+            this checkout and of DIR in turn on the same cluster, inventory
+            and fact cache, --ab-rounds rounds after one warm-up round; each
+            must report changed=0. Settles whether a change or the machine
+            made a count slower.
 
 and records each run's wall time, the peak RSS of the ansible-playbook
 process tree, the tasks per host, and the machine's lowest available memory
@@ -311,7 +317,52 @@ def containers(names: Sequence[str], state: str, inventory: Path) -> bench.RunRe
     )
 
 
-def run_count(count: int, scratch: Path, most: int, reruns: int, reports: Path) -> dict[str, Any]:
+def ab_reruns(cluster: Cluster, other: Path, rounds: int, out: dict[str, Any]) -> bool:
+    """Plain reruns of this checkout and of other in turn; out['ab'] {this, other: [s]}."""
+    args = ["-i", str(cluster.inventory)]
+    ab: dict[str, Any] = {"other": str(other), "this": [], "other_s": []}
+    out["ab"] = ab
+    for i in range(rounds + 1):
+        for side, root in (("this", bench.ROOT), ("other_s", other)):
+            name = f"ab-{'this' if side == 'this' else 'other'}-{i}"
+            run = bench.run_plain(name, "ab", "site.yml", env=cluster.env, root=root, args=args)
+            print(
+                f"scale: n={cluster.count} {name} {run.status} in {run.wall_s:.1f} s, "
+                f"changed={run.changed}",
+                flush=True,
+            )
+            if not run.ok or run.changed:
+                out["stopped"] = f"{name}: {run.status}, changed={run.changed}; {run.errors[:3]}"
+                return False
+            if i > 0:  # round 0 warms up (the other checkout's first run on these facts)
+                ab[side].append(round(run.wall_s, 2))
+    return True
+
+
+def ab_summary(ab: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Medians of both sides and the median of the paired differences (other - this)."""
+    if not ab or not ab.get("this") or not ab.get("other_s"):
+        return None
+    pairs = [o - t for t, o in zip(ab["this"], ab["other_s"], strict=False)]
+    return {
+        "other": ab["other"],
+        "rounds": len(pairs),
+        "this_s": round(statistics.median(ab["this"]), 2),
+        "other_s": round(statistics.median(ab["other_s"]), 2),
+        "other_minus_this_s": round(statistics.median(pairs), 2),
+        "this_faster_in": sum(d > 0 for d in pairs),
+    }
+
+
+def run_count(
+    count: int,
+    scratch: Path,
+    most: int,
+    reruns: int,
+    reports: Path,
+    other: Path | None = None,
+    ab_rounds: int = 2,
+) -> dict[str, Any]:
     cluster = Cluster(count, scratch, most, reports)
     out: dict[str, Any] = {"nodes": count, "runs": {}}
 
@@ -345,6 +396,9 @@ def run_count(count: int, scratch: Path, most: int, reruns: int, reports: Path) 
     for phase, name, playbook, kw in steps:
         run, sampler = cluster.play(name, phase, playbook, **kw)
         if not keep(phase, run, sampler):
+            return out
+        last_rerun = name == f"rerun-{reruns}"
+        if last_rerun and other is not None and not ab_reruns(cluster, other, ab_rounds, out):
             return out
     # One more node, added the way a lab adds one: --limit, configless.
     made = cluster.containers(["ctl", *node_names(count + 1)], "present")
@@ -389,6 +443,7 @@ def summarise(counts: list[dict[str, Any]]) -> dict[str, Any]:
                 default=None,
             ),
             "rerun_tasks_per_host": (c["runs"].get("rerun") or [{}])[0].get("tasks_per_host"),
+            "ab": ab_summary(c.get("ab")),
             "rerun_x_floor": (
                 round(phase_s(c, "rerun") / phase_s(c, "floor"), 1)
                 if phase_s(c, "rerun") and phase_s(c, "floor")
@@ -438,6 +493,15 @@ def render_table(summary: Mapping[str, Any]) -> str:
         str((summary["by_nodes"][n]["rerun_tasks_per_host"] or {}).get("max", "-")) for n in counts
     ]
     lines.append("| rerun tasks per host (max) | " + " | ".join(cells) + " |")
+    for n in counts:
+        ab = summary["by_nodes"][n].get("ab")
+        if ab:
+            lines.append(
+                f"\nA/B at {n} nodes, plain reruns in turn ({ab['rounds']} rounds): this "
+                f"{ab['this_s']:.2f} s, {ab['other']} {ab['other_s']:.2f} s; other - this, "
+                f"median of the pairs {ab['other_minus_this_s']:+.2f} s "
+                f"(this faster in {ab['this_faster_in']} of {ab['rounds']})"
+            )
     for phase, g in summary["growth"].items():
         met = {True: "met", False: "NOT met", None: "not measured"}[g["met"]]
         lines.append(
@@ -500,6 +564,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--reruns", type=int, default=3)
     p.add_argument("--out", type=Path, default=bench.DEFAULT_OUT)
     p.add_argument("--report", type=Path, help="print and redraw a results file; run nothing")
+    p.add_argument(
+        "--other",
+        type=Path,
+        help="another checkout of the project: A/B plain reruns of both on each count's cluster",
+    )
+    p.add_argument("--ab-rounds", type=int, default=2, help="A/B rounds after the warm-up")
     return p.parse_args(argv)
 
 
@@ -514,6 +584,13 @@ def main(argv: list[str] | None = None) -> int:
     counts = sorted({int(n) for n in args.nodes.split(",") if n.strip()})
     if not counts or counts[0] < 1:
         sys.exit("scale: --nodes wants positive counts, e.g. 3,8,16")
+    if args.other is not None and not (args.other / "site.yml").is_file():
+        sys.exit(
+            f"scale: --other {args.other} has no site.yml; fix: name another checkout of the"
+            " project (git worktree add ../old COMMIT)"
+        )
+    if args.ab_rounds < 1:
+        sys.exit("scale: --ab-rounds wants 1 or more")
     started = datetime.now(UTC)
     subprocess.run(
         ["molecule", "destroy"],
@@ -526,7 +603,15 @@ def main(argv: list[str] | None = None) -> int:
     reports = args.out / f"scale-{started.strftime('%Y%m%dT%H%M%SZ')}-reports"
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as scratch:
         for count in counts:
-            entry = run_count(count, Path(scratch), counts[-1], args.reruns, reports)
+            entry = run_count(
+                count,
+                Path(scratch),
+                counts[-1],
+                args.reruns,
+                reports,
+                other=args.other.resolve() if args.other else None,
+                ab_rounds=args.ab_rounds,
+            )
             results.append(entry)
             if "stopped" in entry:
                 print(f"scale: n={count} stopped: {entry['stopped']}", flush=True)

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,3 +170,34 @@ def test_sampler_survives_a_failed_sample(monkeypatch) -> None:
     assert sampler.samples >= 5
     assert sampler.errors == ["ProcessLookupError: [Errno 3] No such process"]
     assert sampler.peak_rss_kib == 1024
+
+
+def test_ab_summary_pairs_the_rounds_and_the_table_shows_it() -> None:
+    ab = {"other": "/work/old", "this": [10.0, 12.0, 11.0], "other_s": [11.0, 11.5, 13.0]}
+    got = scale.ab_summary(ab)
+    assert got == {
+        "other": "/work/old",
+        "rounds": 3,
+        "this_s": 11.0,
+        "other_s": 11.5,
+        "other_minus_this_s": 1.0,  # pairs +1.0, -0.5, +2.0
+        "this_faster_in": 2,
+    }
+    entry = count(3, [20, 22, 21], 30, 10, 1.0)
+    entry["ab"] = ab
+    summary = scale.summarise([entry])
+    assert summary["by_nodes"]["3"]["ab"] == got
+    table = scale.render_table(summary)
+    assert "A/B at 3 nodes, plain reruns in turn (3 rounds): this 11.00 s" in table
+    assert "other - this, median of the pairs +1.00 s (this faster in 2 of 3)" in table
+
+
+def test_no_ab_without_both_sides() -> None:
+    assert scale.ab_summary(None) is None
+    assert scale.ab_summary({"other": "x", "this": [1.0], "other_s": []}) is None
+    assert scale.summarise([count(3, [20], 30, 10, 1.0)])["by_nodes"]["3"]["ab"] is None
+
+
+def test_other_must_be_a_checkout(tmp_path) -> None:
+    with pytest.raises(SystemExit, match=r"has no site\.yml"):
+        scale.main(["--nodes", "3", "--other", str(tmp_path)])
