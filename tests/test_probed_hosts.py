@@ -14,6 +14,7 @@ from probed_hosts import (
     FilterModule,
     probed_checksums,
     probed_copies_same,
+    probed_root_owned,
     probed_shared_reads,
 )
 
@@ -36,6 +37,7 @@ def test_registered() -> None:
     assert set(FilterModule().filters()) == {
         "probed_checksums",
         "probed_copies_same",
+        "probed_root_owned",
         "probed_shared_reads",
     }
 
@@ -177,3 +179,26 @@ def test_null_steps_fall_back_but_null_files_stay() -> None:
 
 def test_no_hosts_no_reads() -> None:
     assert probed_shared_reads([], {}, CHECK) == []
+
+
+# probed_root_owned: slurm_auth's key folder (__slurm_auth_settled)
+FOLDER = "/etc/slurm"
+
+
+def test_a_folder_root_owned_on_every_host() -> None:
+    ok = {"trusted": {FOLDER: ""}}
+    assert probed_root_owned(HOSTS, probed(ctl=ok, n1=ok, n2=ok), FOLDER) is True
+
+
+def test_one_host_says_why_not_or_was_not_asked_or_not_probed() -> None:
+    ok = {"trusted": {FOLDER: ""}}
+    why = {"trusted": {FOLDER: "/etc/slurm is writable by others than root (mode 0777)"}}
+    assert probed_root_owned(HOSTS, probed(ctl=ok, n1=why, n2=ok), FOLDER) is False
+    assert probed_root_owned(HOSTS, probed(ctl=ok, n1={"trusted": {}}, n2=ok), FOLDER) is False
+    assert probed_root_owned(HOSTS, probed(ctl=ok, n1=None, n2=ok), FOLDER) is False
+    assert probed_root_owned(HOSTS, probed(ctl=ok, n1={"trusted": None}, n2=ok), FOLDER) is False
+    assert probed_root_owned(HOSTS, {"ctl": {"cluster_node_state": ok}}, FOLDER) is False
+
+
+def test_no_hosts_prove_nothing() -> None:
+    assert probed_root_owned([], {}, FOLDER) is False

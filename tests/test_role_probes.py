@@ -144,9 +144,8 @@ PLAY = """
 """
 
 
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory) -> dict:
-    tmp = tmp_path_factory.mktemp("probes")
+def render(tmp: Path, *extra: str) -> dict:
+    """{host: what the roles want probed there}, for ctl and node1 of a small inventory."""
     hosts = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     inventory = {
         "all": {
@@ -177,6 +176,7 @@ def rendered(tmp_path_factory) -> dict:
             str(tmp / "play.yml"),
             "-e",
             f"out={tmp}",
+            *extra,
         ],
         cwd=ROOT,
         env=env,
@@ -186,6 +186,20 @@ def rendered(tmp_path_factory) -> dict:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     return {h: json.loads((tmp / f"{h}.json").read_text()) for h in ("ctl", "node1")}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> dict:
+    return render(tmp_path_factory.mktemp("probes"))
+
+
+def test_slurms_own_key_and_its_folder_are_asked_only_with_auth_slurm(rendered, tmp_path) -> None:
+    for wants in rendered.values():  # munge, the default
+        assert "/etc/slurm/slurm.jwks" not in wants["files"]
+        assert "/etc/slurm" not in wants.get("trusted", [])
+    for host, wants in render(tmp_path, "-e", "cluster_auth_type=slurm").items():
+        assert "/etc/slurm/slurm.jwks" in wants["files"], host
+        assert "/etc/slurm" in wants["trusted"], host
 
 
 def test_the_union_asks_all_that_packages_yml_named_by_hand(rendered) -> None:

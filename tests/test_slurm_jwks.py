@@ -133,6 +133,7 @@ def test_a_missing_file_is_not_rotated_and_read_says_so(folder: Path) -> None:
         "default_kid": "",
         "sha256": "",
         "reached": "",
+        "owner_ok": False,
     }
 
 
@@ -151,10 +152,28 @@ def test_content_is_installed_byte_for_byte_and_checked(folder: Path) -> None:
 
 def test_the_owner_and_mode_are_set_again(folder: Path) -> None:
     path = folder / "slurm.jwks"
-    m.run(params(path), check_mode=False)
+    assert m.run(params(path), check_mode=False)["owner_ok"] is True
+    assert m.run(params(path, "read"), check_mode=False)["owner_ok"] is True
     path.chmod(0o644)
+    # read says so (site.yml then installs the controller's copy there) and changes nothing
+    read = m.run(params(path, "read"), check_mode=False)
+    assert read["owner_ok"] is False and read["changed"] is False
+    assert path.stat().st_mode & 0o7777 == 0o644
     fixed = m.run(params(path), check_mode=False)
     assert fixed["changed"] is True and path.stat().st_mode & 0o7777 == 0o600
+    assert fixed["owner_ok"] is True
+
+
+def test_read_without_the_owner_here_is_not_ok(folder: Path, monkeypatch) -> None:
+    path = folder / "slurm.jwks"
+    m.run(params(path), check_mode=False)
+
+    def no_user(owner: str, group: str) -> tuple[int, int]:
+        raise m.UnsafeJwks("user slurm or group slurm does not exist here")
+
+    monkeypatch.setattr(m, "ids", no_user)
+    read = m.run(params(path, "read"), check_mode=False)
+    assert read["owner_ok"] is False and read["exists"] is True
 
 
 def test_no_temporary_file_is_left_behind(folder: Path) -> None:

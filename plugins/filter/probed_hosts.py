@@ -84,6 +84,20 @@ def probed_copies_same(
     return bool(same)
 
 
+def probed_root_owned(hosts: Iterable[str], hostvars: Mapping, path: str) -> bool:
+    """True when every host's probe found path root's own all the way up.
+
+    path is one of the probe's `trusted` paths: its answer is '' where every
+    component is root's and writable by no one else. False as soon as a host
+    was not probed, was not asked about path, or answered why not; and for
+    no hosts at all.
+    """
+    hosts = list(hosts)
+    return bool(hosts) and all(
+        _dig(hostvars, host, PROBE, "trusted", path, default=None) == "" for host in hosts
+    )
+
+
 def probed_shared_reads(hosts: Iterable[str], hostvars: Mapping, folder: str) -> list:
     """[{file name: content}] per host: the root-owned files the probe read in folder.
 
@@ -100,5 +114,6 @@ class FilterModule:
         return {
             "probed_checksums": probed_checksums,
             "probed_copies_same": probed_copies_same,
+            "probed_root_owned": probed_root_owned,
             "probed_shared_reads": probed_shared_reads,
         }

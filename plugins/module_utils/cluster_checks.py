@@ -273,6 +273,8 @@ REGISTRY: tuple[Check, ...] = (
         "slurmd -C, the GPUs and gres.conf's devices against slurm.conf's node line",
         "make the hardware match, or set slurm_compute_gpus and run site.yml",
         ("doctor",),
+        # slurmd -G reads Slurm's key (auth/slurm) and refuses an insecure one.
+        explained_by=("auth.key",),
     ),
     Check(
         "slurm.node",

@@ -102,9 +102,10 @@ options:
     type: path
   trusted:
     description: >-
-      Programs root will run (a venv's python): each is checked root's own all
-      the way up, below O(shared_root) where it lies under it; a missing one is
-      fine while its folders are (root makes it).
+      Programs root will run (a venv's python), or folders root writes a key
+      into: each is checked root's own all the way up, below O(shared_root)
+      where it lies under it; a missing one is fine while its folders are
+      (root makes it).
     type: list
     elements: path
     default: []
@@ -156,7 +157,7 @@ state:
     masked {path: {exists, sha1, secret_matches}};
     slurm_node (as slurm_node_info's fact) or null; slurm_node_error;
     users (the lab_users plan), shared_dirs {path: ok or what differs},
-    shared_reads {dir: {files}}; trusted {path: '' or why root must not run it}.
+    shared_reads {dir: {files}}; trusted {path: '' or why root must not trust it}.
   returned: always
   type: dict
 ansible_facts:

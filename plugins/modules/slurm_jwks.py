@@ -108,6 +108,13 @@ sha256:
   description: SHA-256 of the file's bytes after the task; empty without a file.
   type: str
   returned: always
+owner_ok:
+  description: >-
+    Whether the file has the O(owner), O(group) and O(mode) given after the task (in check mode,
+    would have); with C(read), as found (false without a file). site.yml installs the controller's
+    copy where a host's differs in content or in this.
+  type: bool
+  returned: always
 reached:
   description: >-
     The step of a rotation the file shows - empty (one key), C(add) (the newest key does not
@@ -248,7 +255,14 @@ def run(params: dict, check_mode: bool) -> dict:
     after, made = wanted(params["state"], keys, params)
     result = {"changed": False, "exists": after is not None, "added_kid": made}
     if after is None:
-        return {**result, "kids": [], "default_kid": "", "sha256": "", "reached": ""}
+        return {
+            **result,
+            "kids": [],
+            "default_kid": "",
+            "sha256": "",
+            "reached": "",
+            "owner_ok": False,
+        }
     # With content, the file is that text byte for byte (the controller's checksum
     # everywhere); else it stays as it is when its keys do not change.
     if params["state"] == "present" and params.get("content") is not None:
@@ -257,10 +271,18 @@ def run(params: dict, check_mode: bool) -> dict:
         text = before if before is not None and after == keys else jwks.dump(after)
     shown = jwks.summary(after, text)
     result.update(shown, reached=jwks.reached(shown["kids"], shown["default_kid"]))
-    if params["state"] == "read":
-        return result
     mode = int(params["mode"], 8)
+    if params["state"] == "read":
+        try:
+            uid, gid = ids(params["owner"], params["group"])
+        except UnsafeJwks:  # no such user here: not as it should be
+            return {**result, "owner_ok": False}
+        return {
+            **result,
+            "owner_ok": before is not None and not owner_differs(path, uid, gid, mode),
+        }
     uid, gid = ids(params["owner"], params["group"])
+    result["owner_ok"] = True
     if text != before:
         result["changed"] = True
         if not check_mode:

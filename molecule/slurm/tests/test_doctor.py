@@ -105,6 +105,17 @@ FAULTS = [
         wait_down=True,
         suites=("trixie",),
     ),
+    # Another mode on node1's copy (the same key): slurmd -G refuses it, which
+    # the doctor marks as its consequence; site.yml installs the copy again.
+    Fault(
+        "slurm key mode 0644",
+        "node1",
+        "auth.key",
+        r"mode 0644 \(want 0600\)",
+        "chmod 0644 /etc/slurm/slurm.jwks",
+        suites=("trixie",),
+        fix=r"installs the controller's slurm\.jwks",
+    ),
     Fault(
         "munge key mode 0644",
         "node1",
@@ -237,7 +248,7 @@ FAULTS = [
 # also needs it.
 ROUNDS = [
     ("keys", ("munge key differs", "munge key mode 0644")),
-    ("Slurm's key", ("slurm key differs",)),
+    ("Slurm's key", ("slurm key differs", "slurm key mode 0644")),
     ("daemons", ("munged stopped", "slurmd stopped", "slurmdbd stopped")),
     ("files and names", ("slurm.conf edited by hand", "hostname mapped to 127.0.1.1")),
     (
