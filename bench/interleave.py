@@ -10,8 +10,10 @@ site.yml` of this checkout, then of --other (another checkout of the project,
 e.g. a worktree of the last release; the same containers), then the peer's
 playbook (--peer: a copy of ../shared/peer-bench with the peer's role in it;
 its three containers are made and provisioned once, before the rounds, and
-removed after). The first --warmup rounds are left out of the figures (the
-other checkout fills its own fact cache there). Every rerun must report
+removed after): in that order in even rounds, in reverse in odd ones (the
+first run of a round is slower; a fixed order would book that to one side).
+The first --warmup rounds are left out of the figures (the other checkout
+fills its own fact cache there). Every rerun must report
 changed=0 (exit 1 otherwise).
 
 Figures: each side's median, the other checkout's paired difference (its
@@ -62,11 +64,16 @@ def rounds(
     warmup: int,
     run: Runner = plain,
 ) -> list[dict[str, bench.RunResult]]:
-    """warmup + count rounds, each side once per round, in order; a failed run stops."""
+    """warmup + count rounds, each side once per round; a failed run stops.
+
+    Even rounds run the sides in order, odd rounds in reverse: the first run
+    of a round was measured 0.36 s slower than the same code run second
+    (2026-12-05, bench/README.md), which a fixed order books to one side.
+    """
     done: list[dict[str, bench.RunResult]] = []
     for r in range(warmup + count):
         this_round: dict[str, bench.RunResult] = {}
-        for side, playbook, root, args in order:
+        for side, playbook, root, args in order if r % 2 == 0 else order[::-1]:
             result = run(f"{side}-{r}", playbook, root, args)
             this_round[side] = result
             note = f", changed={result.changed}" if result.hosts else ""

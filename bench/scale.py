@@ -323,7 +323,10 @@ def ab_reruns(cluster: Cluster, other: Path, rounds: int, out: dict[str, Any]) -
     ab: dict[str, Any] = {"other": str(other), "this": [], "other_s": []}
     out["ab"] = ab
     for i in range(rounds + 1):
-        for side, root in (("this", bench.ROOT), ("other_s", other)):
+        # In order in even rounds, reversed in odd ones (interleave.rounds: the
+        # first run of a round is slower).
+        both = [("this", bench.ROOT), ("other_s", other)]
+        for side, root in both if i % 2 == 0 else both[::-1]:
             name = f"ab-{'this' if side == 'this' else 'other'}-{i}"
             run = bench.run_plain(name, "ab", "site.yml", env=cluster.env, root=root, args=args)
             print(

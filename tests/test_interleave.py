@@ -42,17 +42,20 @@ class Fake:
         )
 
 
-def test_each_round_runs_this_checkout_then_the_other_then_the_peer(tmp_path: Path) -> None:
+def test_rounds_run_this_the_other_the_peer_then_the_reverse(tmp_path: Path) -> None:
     order = interleave.sides(tmp_path / "old", tmp_path / "peer")
     fake = Fake()
     done = interleave.rounds(order, 4, 1, fake)
-    assert [c[0] for c in fake.calls[:6]] == [
+    assert [c[0] for c in fake.calls[:9]] == [
         "this-0",
         "other-0",
         "peer-0",
-        "this-1",
-        "other-1",
         "peer-1",
+        "other-1",
+        "this-1",
+        "this-2",
+        "other-2",
+        "peer-2",
     ]
     assert fake.calls[0][1:] == ("site.yml", bench.ROOT, [])
     assert fake.calls[1][1:] == ("site.yml", tmp_path / "old", [])
