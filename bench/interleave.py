@@ -63,8 +63,11 @@ def rounds(
     count: int,
     warmup: int,
     run: Runner = plain,
+    *,
+    stop: Callable[[bench.RunResult], bool] = lambda result: not result.ok,
+    label: str = "interleave",
 ) -> list[dict[str, bench.RunResult]]:
-    """warmup + count rounds, each side once per round; a failed run stops.
+    """warmup + count rounds, each side once per round; a run `stop` picks (a failed one) stops.
 
     Even rounds run the sides in order, odd rounds in reverse: the first run
     of a round was measured 0.36 s slower than the same code run second
@@ -77,8 +80,8 @@ def rounds(
             result = run(f"{side}-{r}", playbook, root, args)
             this_round[side] = result
             note = f", changed={result.changed}" if result.hosts else ""
-            print(f"interleave: round {r} {side} {result.wall_s:.2f} s{note}", flush=True)
-            if not result.ok:
+            print(f"{label}: round {r} {side} {result.wall_s:.2f} s{note}", flush=True)
+            if stop(result):
                 done.append(this_round)
                 return done
         done.append(this_round)

@@ -51,6 +51,8 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import interleave
+
 import bench
 
 ROOT = bench.ROOT
@@ -318,27 +320,34 @@ def containers(names: Sequence[str], state: str, inventory: Path) -> bench.RunRe
 
 
 def ab_reruns(cluster: Cluster, other: Path, rounds: int, out: dict[str, Any]) -> bool:
-    """Plain reruns of this checkout and of other in turn; out['ab'] {this, other: [s]}."""
+    """Plain reruns of this checkout and of other in turn (interleave.rounds: one warm-up
+    round, the order reversed every other round); out['ab'] {this, other_s: [s]}. A run
+    that fails or changes something stops the A/B."""
     args = ["-i", str(cluster.inventory)]
-    ab: dict[str, Any] = {"other": str(other), "this": [], "other_s": []}
-    out["ab"] = ab
-    for i in range(rounds + 1):
-        # In order in even rounds, reversed in odd ones (interleave.rounds: the
-        # first run of a round is slower).
-        both = [("this", bench.ROOT), ("other_s", other)]
-        for side, root in both if i % 2 == 0 else both[::-1]:
-            name = f"ab-{'this' if side == 'this' else 'other'}-{i}"
-            run = bench.run_plain(name, "ab", "site.yml", env=cluster.env, root=root, args=args)
-            print(
-                f"scale: n={cluster.count} {name} {run.status} in {run.wall_s:.1f} s, "
-                f"changed={run.changed}",
-                flush=True,
-            )
-            if not run.ok or run.changed:
-                out["stopped"] = f"{name}: {run.status}, changed={run.changed}; {run.errors[:3]}"
-                return False
-            if i > 0:  # round 0 warms up (the other checkout's first run on these facts)
-                ab[side].append(round(run.wall_s, 2))
+
+    def run(name: str, playbook: str, root: Path, run_args: Sequence[str]) -> bench.RunResult:
+        return bench.run_plain(
+            f"ab-{name}", "ab", playbook, env=cluster.env, root=root, args=run_args
+        )
+
+    def stop(result: bench.RunResult) -> bool:
+        return not result.ok or bool(result.changed)
+
+    order = [("this", "site.yml", bench.ROOT, args), ("other", "site.yml", other, args)]
+    done = interleave.rounds(
+        order, rounds, 1, run, stop=stop, label=f"scale: n={cluster.count} A/B"
+    )
+    complete = [r for r in done[1:] if len(r) == 2 and not any(map(stop, r.values()))]
+    out["ab"] = {
+        "other": str(other),
+        "this": [round(r["this"].wall_s, 2) for r in complete],
+        "other_s": [round(r["other"].wall_s, 2) for r in complete],
+    }
+    stopped = [res for r in done for res in r.values() if stop(res)]
+    if stopped:
+        res = stopped[0]
+        out["stopped"] = f"{res.name}: {res.status}, changed={res.changed}; {res.errors[:3]}"
+        return False
     return True
 
 

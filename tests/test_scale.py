@@ -201,3 +201,49 @@ def test_no_ab_without_both_sides() -> None:
 def test_other_must_be_a_checkout(tmp_path) -> None:
     with pytest.raises(SystemExit, match=r"has no site\.yml"):
         scale.main(["--nodes", "3", "--other", str(tmp_path)])
+
+
+def fake_cluster(tmp_path: Path) -> scale.Cluster:
+    cluster = scale.Cluster.__new__(scale.Cluster)
+    cluster.count, cluster.inventory, cluster.env = 3, tmp_path / "inv", {"X": "1"}
+    return cluster
+
+
+def fake_run_plain(calls: list, walls: dict, changed: str = ""):
+    def run_plain(name, kind, playbook, env=None, root=None, args=()):
+        calls.append((name, root, env))
+        hosts = {"ctl": bench.HostStats(ok=5, changed=int(name == changed))}
+        return bench.RunResult(name, kind, playbook, "successful", 0, walls[name], hosts)
+
+    return run_plain
+
+
+def test_ab_reruns_alternate_the_order_and_leave_the_warmup_out(tmp_path, monkeypatch) -> None:
+    walls = {"ab-this-0": 9.0, "ab-other-0": 9.9, "ab-other-1": 11.0, "ab-this-1": 10.0}
+    walls |= {"ab-this-2": 12.0, "ab-other-2": 12.5}
+    calls: list = []
+    monkeypatch.setattr(bench, "run_plain", fake_run_plain(calls, walls))
+    out: dict = {}
+    other = tmp_path / "old"
+    assert scale.ab_reruns(fake_cluster(tmp_path), other, 2, out) is True
+    assert [c[0] for c in calls] == [
+        "ab-this-0",
+        "ab-other-0",
+        "ab-other-1",
+        "ab-this-1",
+        "ab-this-2",
+        "ab-other-2",
+    ]
+    assert {c[1] for c in calls} == {bench.ROOT, other} and all(c[2] == {"X": "1"} for c in calls)
+    assert out == {"ab": {"other": str(other), "this": [10.0, 12.0], "other_s": [11.0, 12.5]}}
+
+
+def test_ab_reruns_stop_at_a_run_that_changes_something(tmp_path, monkeypatch) -> None:
+    walls = {"ab-this-0": 9.0, "ab-other-0": 9.9, "ab-other-1": 11.0, "ab-this-1": 10.0}
+    calls: list = []
+    monkeypatch.setattr(bench, "run_plain", fake_run_plain(calls, walls, changed="ab-other-1"))
+    out: dict = {}
+    assert scale.ab_reruns(fake_cluster(tmp_path), tmp_path / "old", 2, out) is False
+    assert [c[0] for c in calls] == ["ab-this-0", "ab-other-0", "ab-other-1"]
+    assert out["stopped"].startswith("ab-other-1: successful, changed=1")
+    assert out["ab"]["this"] == [] and out["ab"]["other_s"] == []
