@@ -17,6 +17,7 @@ import os
 import re
 import shlex
 import time
+from datetime import datetime
 
 from conftest import ROOT, host, platforms
 
@@ -24,6 +25,13 @@ SUITE = os.environ.get("CLUSTER_SUITE", "bookworm")
 USER = "alice"
 LOOP_DIR = "/tmp/rotation-loop"  # in root's /tmp of the submitting host, made by root
 CAUSE = re.compile(r"authenticat|protocol|credential|munge|auth/slurm|jwt|kid", re.I)
+# Slurm 22.05 (Debian 12) closes the connection on a request whose munge
+# credential it cannot decode, and sbatch says only this (MACHINE-NOTES.md,
+# "munge key"). Such a refusal counts as named only where slurmctld's log
+# names the credential it refused at that moment (ctld_refusals below).
+ZERO_BYTES = "Zero Bytes were transmitted or received"
+CTLD_LOG = "/var/log/slurm/slurmctld.log"
+CTLD_REFUSED = re.compile(r"authentication|munge decode|credential", re.I)
 OLD_JWKS = "/root/rotation-old.jwks"
 OLD_MUNGE = "/root/rotation-old-munge.key"
 
@@ -87,6 +95,34 @@ def wait_done(job: str, timeout: float = 180) -> str:
     raise AssertionError(f"job {job} did not end within {timeout} s")
 
 
+def ctld_refusals(ctl) -> list[float]:
+    """When slurmctld's log named a credential it refused (seconds since the epoch)."""
+    zone = ctl.check_output("date +%z")
+    out = ctl.run(f"grep -aiE 'authentication|munge decode|credential' {CTLD_LOG}").stdout
+    times = []
+    for line in out.splitlines():
+        stamp = re.match(r"\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\]", line)
+        if stamp and CTLD_REFUSED.search(line):
+            times.append(datetime.fromisoformat(stamp.group(1) + zone).timestamp())
+    return times
+
+
+def unnamed_refusals(refused: list[tuple[float, str]], kind: str, ctl) -> list[str]:
+    """The refusals that name no cause: neither in sbatch's words nor, for munge's
+    bare "Zero Bytes", in slurmctld's log within the 10 s before sbatch returned."""
+    seen = None
+    out = []
+    for at, text in refused:
+        if CAUSE.search(text):
+            continue
+        if kind == "munge" and ZERO_BYTES in text:
+            seen = ctld_refusals(ctl) if seen is None else seen
+            if any(at - 10 <= t <= at + 1 for t in seen):
+                continue
+        out.append(text)
+    return out
+
+
 def start_loop(node) -> None:
     """sbatch --wrap true every second as the user, each outcome on its own line."""
     node.run(f"rm -rf {LOOP_DIR}; mkdir -m 0755 {LOOP_DIR}; touch {LOOP_DIR}/log")
@@ -135,9 +171,9 @@ def test_a_rotation_keeps_work_going_and_retires_the_old_key(run_playbook) -> No
         if rc == "0" and text.strip().split(";")[0].isdigit():
             accepted.append(text.strip().split(";")[0])
         else:
-            refused.append(text)
+            refused.append((float(parts[1]), text))
     assert accepted, "no submission during the rotation got a job"
-    unnamed = [t for t in refused if not CAUSE.search(t)]
+    unnamed = unnamed_refusals(refused, kind, ctl)
     assert unnamed == [], f"refused without a named cause: {unnamed}"
     for each in accepted:
         assert wait_done(each).startswith("COMPLETED"), each
@@ -182,7 +218,7 @@ def test_a_rotation_keeps_work_going_and_retires_the_old_key(run_playbook) -> No
                 "window": report["window"],
                 "submissions": len(accepted) + len(refused),
                 "refused": len(refused),
-                "refused_texts": sorted(set(refused))[:10],
+                "refused_texts": sorted({text for _, text in refused})[:10],
                 "report": report,
             },
             indent=2,
