@@ -71,6 +71,8 @@ PHASE_LABELS = {
 # Targets of issue 16, reported, never enforced: (phase, ratio of the largest
 # count's figure to the smallest count's).
 GROWTH_TARGETS = {"rerun": 1.5, "add": 1.0, "smoke": 2.0}
+# The A/B names this many tasks where the two sides differ most.
+AB_TASKS = 12
 SAMPLE_S = 0.25
 
 
@@ -342,6 +344,7 @@ def ab_reruns(cluster: Cluster, other: Path, rounds: int, out: dict[str, Any]) -
         "other": str(other),
         "this": [round(r["this"].wall_s, 2) for r in complete],
         "other_s": [round(r["other"].wall_s, 2) for r in complete],
+        "tasks": ab_tasks(complete),
     }
     stopped = [res for r in done for res in r.values() if stop(res)]
     if stopped:
@@ -349,6 +352,33 @@ def ab_reruns(cluster: Cluster, other: Path, rounds: int, out: dict[str, Any]) -
         out["stopped"] = f"{res.name}: {res.status}, changed={res.changed}; {res.errors[:3]}"
         return False
     return True
+
+
+def task_seconds(run: bench.RunResult) -> dict[str, float]:
+    """Each task's time in one run, by "role : task" (a task name run more than once: summed)."""
+    out: dict[str, float] = {}
+    for t in run.tasks:
+        key = f"{t.role} : {t.task}" if t.role else t.task
+        out[key] = out.get(key, 0.0) + t.duration_s
+    return out
+
+
+def ab_tasks(complete: Sequence[Mapping[str, bench.RunResult]], most: int = AB_TASKS) -> list:
+    """Where the two sides differ, task by task: the median over the rounds of each
+    side's time (0 where a side has no such task), the tasks with the largest
+    difference first (other - this)."""
+    if not complete:
+        return []
+    this = [task_seconds(r["this"]) for r in complete]
+    other = [task_seconds(r["other"]) for r in complete]
+    names = set().union(*this, *other)
+    rows = []
+    for name in names:
+        a = statistics.median(t.get(name, 0.0) for t in this)
+        b = statistics.median(t.get(name, 0.0) for t in other)
+        rows.append({"task": name, "this_s": round(a, 2), "other_s": round(b, 2)})
+    rows.sort(key=lambda r: (-abs(r["other_s"] - r["this_s"]), r["task"]))
+    return rows[:most]
 
 
 def ab_summary(ab: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -363,6 +393,7 @@ def ab_summary(ab: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "other_s": round(statistics.median(ab["other_s"]), 2),
         "other_minus_this_s": round(statistics.median(pairs), 2),
         "this_faster_in": sum(d > 0 for d in pairs),
+        "tasks": list(ab.get("tasks") or []),
     }
 
 
@@ -514,6 +545,13 @@ def render_table(summary: Mapping[str, Any]) -> str:
                 f"median of the pairs {ab['other_minus_this_s']:+.2f} s "
                 f"(this faster in {ab['this_faster_in']} of {ab['rounds']})"
             )
+            if ab.get("tasks"):
+                lines.append("where they differ most (median seconds per task; this / other):")
+                lines += [
+                    f"  {t['this_s']:6.2f} / {t['other_s']:6.2f} s  "
+                    f"{t['other_s'] - t['this_s']:+.2f}  {t['task']}"
+                    for t in ab["tasks"]
+                ]
     for phase, g in summary["growth"].items():
         met = {True: "met", False: "NOT met", None: "not measured"}[g["met"]]
         lines.append(

@@ -182,6 +182,7 @@ def test_ab_summary_pairs_the_rounds_and_the_table_shows_it() -> None:
         "other_s": 11.5,
         "other_minus_this_s": 1.0,  # pairs +1.0, -0.5, +2.0
         "this_faster_in": 2,
+        "tasks": [],
     }
     entry = count(3, [20, 22, 21], 30, 10, 1.0)
     entry["ab"] = ab
@@ -235,7 +236,56 @@ def test_ab_reruns_alternate_the_order_and_leave_the_warmup_out(tmp_path, monkey
         "ab-other-2",
     ]
     assert {c[1] for c in calls} == {bench.ROOT, other} and all(c[2] == {"X": "1"} for c in calls)
-    assert out == {"ab": {"other": str(other), "this": [10.0, 12.0], "other_s": [11.0, 12.5]}}
+    assert out == {
+        "ab": {"other": str(other), "this": [10.0, 12.0], "other_s": [11.0, 12.5], "tasks": []}
+    }
+
+
+def timed(name: str, wall: float, tasks: dict) -> bench.RunResult:
+    run = bench.RunResult(name, "ab", "site.yml", "successful", 0, wall)
+    run.tasks = [
+        bench.TaskTiming(role, task, seconds)
+        for (role, task), seconds in tasks.items()
+        for seconds in ([seconds] if not isinstance(seconds, list) else seconds)
+    ]
+    return run
+
+
+def test_ab_tasks_name_where_the_sides_differ_most() -> None:
+    rounds = [
+        {
+            "this": timed("t1", 10, {("probe", "Probe"): 3.0, ("x", "Same"): 1.0}),
+            "other": timed(
+                "o1", 8, {("probe", "Probe"): 1.0, ("x", "Same"): 1.1, ("mon", "Read"): 0.5}
+            ),
+        },
+        {
+            "this": timed(
+                "t2", 11, {("probe", "Probe"): 4.0, ("x", "Same"): 1.0, ("", "Twice"): [0.2, 0.3]}
+            ),
+            "other": timed(
+                "o2", 9, {("probe", "Probe"): 1.0, ("x", "Same"): 1.0, ("mon", "Read"): 0.7}
+            ),
+        },
+    ]
+    got = scale.ab_tasks(rounds)
+    # medians over the rounds; a task one side lacks counts 0 there; a name run twice is summed
+    assert got[0] == {"task": "probe : Probe", "this_s": 3.5, "other_s": 1.0}
+    assert got[1] == {"task": "mon : Read", "this_s": 0.0, "other_s": 0.6}
+    assert {"task": "Twice", "this_s": 0.25, "other_s": 0.0} in got
+    assert got[-1]["task"] == "x : Same"
+    assert scale.ab_tasks(rounds, most=1) == got[:1]
+    summary = scale.summarise(
+        [
+            {
+                **count(3, [20], 30, 10, 1.0),
+                "ab": {"other": "o", "this": [10, 11], "other_s": [8, 9], "tasks": got},
+            }
+        ]
+    )
+    table = scale.render_table(summary)
+    assert "where they differ most" in table
+    assert "  3.50 /   1.00 s  -2.50  probe : Probe" in table
 
 
 def test_ab_reruns_stop_at_a_run_that_changes_something(tmp_path, monkeypatch) -> None:
