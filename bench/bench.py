@@ -907,6 +907,32 @@ def recap_stats(output: str) -> dict[str, HostStats]:
     return hosts
 
 
+# A line of profile_tasks' summary: "role : task ------ 1.23s" (the dashes
+# vanish where the name fills the line).
+PROFILE_LINE = re.compile(r"^(?P<name>\S.*?)\s*-*\s+(?P<s>\d+\.\d+)s$")
+
+
+def profile_tasks(output: str) -> list[TaskTiming]:
+    """Each task's time from profile_tasks' summary at the end of a plain run
+    (every task where PROFILE_TASKS_TASK_OUTPUT_LIMIT=all): the lines after the
+    summary's rule of "=", a role's tasks as "role : task" (the collection's
+    prefix dropped, as the runner's events name roles)."""
+    lines = output.splitlines()
+    rules = [i for i, line in enumerate(lines) if line.startswith("=" * 20)]
+    if not rules:
+        return []
+    out = []
+    for line in lines[rules[-1] + 1 :]:
+        m = PROFILE_LINE.match(line.rstrip())
+        if not m:
+            continue
+        role, sep, task = m["name"].partition(" : ")
+        if not sep:
+            role, task = "", m["name"]
+        out.append(TaskTiming(role.rsplit(".", 1)[-1], task, float(m["s"])))
+    return out
+
+
 def run_plain(
     name: str,
     kind: str,
@@ -914,13 +940,18 @@ def run_plain(
     env: Mapping[str, str] | None = None,
     root: Path = ROOT,
     args: Sequence[str] = (),
+    tasks: bool = False,
 ) -> RunResult:
     """ansible-playbook itself, as a person or the peer's bench runs it: wall time and recap.
 
     In root (another checkout of the project, or the peer's folder), with its
     ansible.cfg; args go before the playbook (the peer's ``-i inventory.ini``).
+    tasks: every task's time, from profile_tasks' summary (a checkout of this
+    project: its ansible.cfg enables profile_tasks).
     """
     config = {"ANSIBLE_CONFIG": str(root / "ansible.cfg")}
+    if tasks:
+        config["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = "all"
     run = timed(
         ["ansible-playbook", *args, playbook],
         root,
@@ -935,6 +966,7 @@ def run_plain(
         rc=run.rc,
         wall_s=run.wall_s,
         hosts=recap_stats(run.output),
+        tasks=profile_tasks(run.output) if tasks else [],
         errors=[] if run.rc == 0 else run.output.splitlines()[-10:],
         cpu_s=run.cpu_s,
     )

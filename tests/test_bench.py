@@ -684,3 +684,50 @@ def test_plain_run_of_the_floor(tmp_path: Path) -> None:
     )
     assert run.hosts == {"h1": bench.HostStats(ok=2)}
     assert run.wall_s > 0
+
+
+# The end of a real plain run (ansible-core, profile_tasks and timer, every
+# task listed), 2026-12-05: a role's task whose name fills the line, one name twice.
+PLAIN_TAIL = """\
+PLAY RECAP *********************************************************************
+localhost                  : ok=3    changed=0    unreachable=0    failed=0    skipped=0
+
+TASKS RECAP ********************************************************************
+Saturday 05 December 2026  15:17:13 +0000 (0:00:00.275)       0:00:01.149 *****
+===============================================================================
+gpulab.slurm_cluster.demo : A role's task whose name is long enough to fill most \
+of the line of the summary at the end of the run, and then some more words --- 0.58s
+Plain task -------------------------------------------------------------- 0.28s
+Plain task -------------------------------------------------------------- 0.27s
+
+PLAYBOOK RECAP *****************************************************************
+Playbook run took 0 days, 0 hours, 0 minutes, 1 seconds
+"""
+
+
+def test_profile_tasks_reads_every_task_of_a_plain_run() -> None:
+    got = bench.profile_tasks(PLAIN_TAIL)
+    assert [(t.role, t.task, t.duration_s) for t in got] == [
+        (
+            "demo",
+            "A role's task whose name is long enough to fill most of the line of the "
+            "summary at the end of the run, and then some more words",
+            0.58,
+        ),
+        ("", "Plain task", 0.28),
+        ("", "Plain task", 0.27),
+    ]
+    assert bench.profile_tasks("PLAY RECAP ****\nhost : ok=1\n") == []
+
+
+def test_run_plain_asks_profile_tasks_for_every_task_only_when_told(monkeypatch) -> None:
+    seen = []
+
+    def fake_timed(argv, cwd, env, timeout):
+        seen.append(env.get("PROFILE_TASKS_TASK_OUTPUT_LIMIT"))
+        return bench.Timed(0, PLAIN_TAIL, 1.0, None, False)
+
+    monkeypatch.setattr(bench, "timed", fake_timed)
+    assert bench.run_plain("a", "k", "site.yml").tasks == []
+    run = bench.run_plain("b", "k", "site.yml", tasks=True)
+    assert seen == [None, "all"] and len(run.tasks) == 3 and run.hosts["localhost"].ok == 3

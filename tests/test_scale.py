@@ -211,7 +211,8 @@ def fake_cluster(tmp_path: Path) -> scale.Cluster:
 
 
 def fake_run_plain(calls: list, walls: dict, changed: str = ""):
-    def run_plain(name, kind, playbook, env=None, root=None, args=()):
+    def run_plain(name, kind, playbook, env=None, root=None, args=(), tasks=False):
+        assert tasks, "the A/B asks for every task's time"
         calls.append((name, root, env))
         hosts = {"ctl": bench.HostStats(ok=5, changed=int(name == changed))}
         return bench.RunResult(name, kind, playbook, "successful", 0, walls[name], hosts)
