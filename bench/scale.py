@@ -329,7 +329,7 @@ def ab_reruns(cluster: Cluster, other: Path, rounds: int, out: dict[str, Any]) -
 
     def run(name: str, playbook: str, root: Path, run_args: Sequence[str]) -> bench.RunResult:
         return bench.run_plain(
-            f"ab-{name}", "ab", playbook, env=cluster.env, root=root, args=run_args
+            f"ab-{name}", "ab", playbook, env=cluster.env, root=root, args=run_args, tasks=True
         )
 
     def stop(result: bench.RunResult) -> bool:
