@@ -62,7 +62,7 @@ PREPARE = ROOT / "molecule/shared/prepare.yml"
 PHASES = ("cold", "rerun", "doctor", "smoke", "add", "floor")
 PHASE_LABELS = {
     "cold": "cold site.yml",
-    "rerun": "no-change rerun (median of 3)",
+    "rerun": "no-change rerun (median)",
     "doctor": "doctor.yml",
     "smoke": "smoke job, one rank per node",
     "add": "site.yml --limit one new node",
@@ -486,6 +486,8 @@ def summarise(counts: list[dict[str, Any]]) -> dict[str, Any]:
                 default=None,
             ),
             "rerun_tasks_per_host": (c["runs"].get("rerun") or [{}])[0].get("tasks_per_host"),
+            # How many successful reruns the median is of (--reruns).
+            "reruns": sum(r["status"] == "successful" for r in c["runs"].get("rerun", [])),
             "ab": ab_summary(c.get("ab")),
             "rerun_x_floor": (
                 round(phase_s(c, "rerun") / phase_s(c, "floor"), 1)
@@ -518,7 +520,11 @@ def render_table(summary: Mapping[str, Any]) -> str:
     for phase in PHASES:
         row = [summary["by_nodes"][n][phase] for n in counts]
         cells = [f"{v:.1f} s" if v is not None else "-" for v in row]
-        lines.append(f"| {PHASE_LABELS[phase]} | " + " | ".join(cells) + " |")
+        label = PHASE_LABELS[phase]
+        reruns = {summary["by_nodes"][n].get("reruns") for n in counts}
+        if phase == "rerun" and len(reruns) == 1 and None not in reruns:
+            label = f"no-change rerun (median of {reruns.pop()})"
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     for key, label, unit in (
         ("rerun_x_floor", "rerun / floor", "x"),
         ("peak_rss_mib", "peak RSS of ansible-playbook's tree", " MiB"),

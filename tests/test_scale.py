@@ -90,6 +90,10 @@ def test_summary_takes_medians_and_judges_growth() -> None:
     table = scale.render_table(summary)
     assert "| no-change rerun (median of 3) | 21.0 s | 31.0 s |" in table
     assert "NOT met" in table
+    # The label counts the reruns taken (--reruns 1 took one, not three).
+    one = scale.summarise([count(16, [40], 28, 25, 2.0)])
+    assert one["by_nodes"]["16"]["reruns"] == 1
+    assert "| no-change rerun (median of 1) | 40.0 s |" in scale.render_table(one)
 
 
 def test_failed_runs_do_not_count() -> None:
