@@ -947,7 +947,8 @@ def run_plain(
     In root (another checkout of the project, or the peer's folder), with its
     ansible.cfg; args go before the playbook (the peer's ``-i inventory.ini``).
     tasks: every task's time, from profile_tasks' summary (a checkout of this
-    project: its ansible.cfg enables profile_tasks).
+    project: its ansible.cfg enables profile_tasks), merged per task name as
+    the runner's are.
     """
     config = {"ANSIBLE_CONFIG": str(root / "ansible.cfg")}
     if tasks:
@@ -966,7 +967,7 @@ def run_plain(
         rc=run.rc,
         wall_s=run.wall_s,
         hosts=recap_stats(run.output),
-        tasks=profile_tasks(run.output) if tasks else [],
+        tasks=merge_tasks(profile_tasks(run.output)) if tasks else [],
         errors=[] if run.rc == 0 else run.output.splitlines()[-10:],
         cpu_s=run.cpu_s,
     )

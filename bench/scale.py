@@ -355,12 +355,9 @@ def ab_reruns(cluster: Cluster, other: Path, rounds: int, out: dict[str, Any]) -
 
 
 def task_seconds(run: bench.RunResult) -> dict[str, float]:
-    """Each task's time in one run, by "role : task" (a task name run more than once: summed)."""
-    out: dict[str, float] = {}
-    for t in run.tasks:
-        key = f"{t.role} : {t.task}" if t.role else t.task
-        out[key] = out.get(key, 0.0) + t.duration_s
-    return out
+    """Each task's time in one run, by "role : task" (run.tasks holds one entry per
+    name, its instances summed: bench.merge_tasks)."""
+    return {t.label: t.duration_s for t in run.tasks}
 
 
 def ab_tasks(complete: Sequence[Mapping[str, bench.RunResult]], most: int = AB_TASKS) -> list:
@@ -521,9 +518,10 @@ def render_table(summary: Mapping[str, Any]) -> str:
         row = [summary["by_nodes"][n][phase] for n in counts]
         cells = [f"{v:.1f} s" if v is not None else "-" for v in row]
         label = PHASE_LABELS[phase]
-        reruns = {summary["by_nodes"][n].get("reruns") for n in counts}
-        if phase == "rerun" and len(reruns) == 1 and None not in reruns:
-            label = f"no-change rerun (median of {reruns.pop()})"
+        if phase == "rerun":
+            reruns = {summary["by_nodes"][n].get("reruns") for n in counts}
+            if len(reruns) == 1 and None not in reruns:
+                label = f"no-change rerun (median of {reruns.pop()})"
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     for key, label, unit in (
         ("rerun_x_floor", "rerun / floor", "x"),

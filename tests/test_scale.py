@@ -248,11 +248,12 @@ def test_ab_reruns_alternate_the_order_and_leave_the_warmup_out(tmp_path, monkey
 
 def timed(name: str, wall: float, tasks: dict) -> bench.RunResult:
     run = bench.RunResult(name, "ab", "site.yml", "successful", 0, wall)
-    run.tasks = [
+    # One entry per task name, as bench.run_plain gives them.
+    run.tasks = bench.merge_tasks(
         bench.TaskTiming(role, task, seconds)
         for (role, task), seconds in tasks.items()
         for seconds in ([seconds] if not isinstance(seconds, list) else seconds)
-    ]
+    )
     return run
 
 
