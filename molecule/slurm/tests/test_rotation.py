@@ -98,11 +98,11 @@ def wait_done(job: str, timeout: float = 180) -> str:
 def ctld_refusals(ctl) -> list[float]:
     """When slurmctld's log named a credential it refused (seconds since the epoch)."""
     zone = ctl.check_output("date +%z")
-    out = ctl.run(f"grep -aiE 'authentication|munge decode|credential' {CTLD_LOG}").stdout
+    out = ctl.run(f"grep -aiE {shlex.quote(CTLD_REFUSED.pattern)} {CTLD_LOG}").stdout
     times = []
     for line in out.splitlines():
         stamp = re.match(r"\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\]", line)
-        if stamp and CTLD_REFUSED.search(line):
+        if stamp:
             times.append(datetime.fromisoformat(stamp.group(1) + zone).timestamp())
     return times
 
