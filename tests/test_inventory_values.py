@@ -511,6 +511,10 @@ def test_every_role_variable_has_a_rule() -> None:
         ("monitoring_alert_group_wait", "30", "a Prometheus duration"),
         ("monitoring_textfile_dir", "/var/lib/node\nexporter", "has '..' or spaces"),
         ("monitoring_collector_interval_s", "15\n", "is not a whole number"),
+        ("monitoring_alert_node_minutes", "0.01", "comes to whole seconds"),
+        ("monitoring_alert_node_minutes", 0, "a number of minutes above 0"),
+        ("monitoring_alert_daemon_minutes", "2m", "a number of minutes above 0"),
+        ("monitoring_alert_daemon_minutes", True, "a number of minutes above 0"),
     ],
 )
 def test_a_value_is_checked_whole_by_its_type(var: str, value: object, words: str) -> None:
@@ -544,6 +548,8 @@ def test_good_monitoring_values_pass() -> None:
         "monitoring_alert_email_from": "slurm@lab.example",
         "monitoring_alert_smarthost": "smtp.lab.example:587",
         "monitoring_alert_repeat_interval": "1d12h",
+        "monitoring_alert_node_minutes": 0.25,
+        "monitoring_alert_daemon_minutes": "2",
     }
     hv = {h: dict(good) for h in ("ctl", "node1")}
     assert ic.inventory_problems(hv, {"all": ["ctl", "node1"], "slurm_compute": ["node1"]}) == []

@@ -382,6 +382,16 @@ def test_rules_cover_the_issue() -> None:
         render("etc/prometheus/rules/slurm_cluster.rules.yml.j2", monitoring_alert_node_minutes=3)
     )
     assert {r["alert"]: r for g in again["groups"] for r in g["rules"]}["NodeDown"]["for"] == "3m"
+    # A fraction of a minute: whole seconds (the Docker scenarios' 0.25 minutes).
+    short = yaml.safe_load(
+        render(
+            "etc/prometheus/rules/slurm_cluster.rules.yml.j2",
+            monitoring_alert_node_minutes=0.25,
+            monitoring_alert_daemon_minutes=1.5,
+        )
+    )
+    by_name = {r["alert"]: r for g in short["groups"] for r in g["rules"]}
+    assert (by_name["NodeDown"]["for"], by_name["SlurmctldDown"]["for"]) == ("15s", "90s")
 
 
 @needs_promtool

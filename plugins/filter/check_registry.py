@@ -9,7 +9,7 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.cluster_check
 
 def check_alert_rules(minutes: dict) -> dict:
     """Prometheus' rules file: one rule per alert of each check with use alert."""
-    return alert_rules({k: int(v) for k, v in minutes.items()})
+    return alert_rules({k: float(v) for k, v in minutes.items()})
 
 
 class FilterModule:

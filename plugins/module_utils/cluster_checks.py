@@ -572,7 +572,7 @@ def _rule(check: Check, alert: Alert, minutes: dict) -> dict:
     expr = alert.expr or f'cluster_check_status{{check="{check.id}",status="FAIL"}} == 1'
     rule: dict = {"alert": alert.name, "expr": expr}
     if alert.minutes:
-        rule["for"] = f"{int(minutes[alert.minutes])}m"
+        rule["for"] = for_duration(minutes[alert.minutes])
     rule["labels"] = {"severity": alert.severity, "check": check.id}
     said = f"{alert.description} " if alert.description else ""
     rule["annotations"] = {
@@ -583,11 +583,18 @@ def _rule(check: Check, alert: Alert, minutes: dict) -> dict:
     return rule
 
 
+def for_duration(minutes: float) -> str:
+    """A rule's ``for:`` from minutes: ``10m``, or whole seconds (``0.25`` -> ``15s``)."""
+    seconds = round(float(minutes) * 60)
+    return f"{seconds // 60}m" if seconds % 60 == 0 else f"{seconds}s"
+
+
 def alert_rules(minutes: dict) -> dict:
     """Prometheus' rules file, every rule from a check of the registry.
 
     ``minutes``: {"node": N, "daemon": M}, the ``for:`` of the rules of
-    those two kinds (the monitoring role's settings).
+    those two kinds in minutes, fractions in whole seconds allowed (the
+    monitoring role's settings).
     """
     rules = [
         _rule(check, alert, minutes)

@@ -53,6 +53,25 @@ def _alert_email_to(c: _Check, host: str, value: Any) -> None:
             )
 
 
+def _alert_minutes(var: str, example: str) -> Callable[[_Check, str, Any], None]:
+    """A rule's for: in minutes, > 0; a fraction must come to whole seconds (0.25 = 15 s)."""
+
+    def check(c: _Check, host: str, value: Any) -> None:
+        text = str(value)
+        ok = not isinstance(value, bool) and re.fullmatch(r"[0-9]+(\.[0-9]+)?", text)
+        seconds = float(text) * 60 if ok else 0.0
+        if not ok or seconds < 1 or abs(seconds - round(seconds)) > 1e-6:
+            c.bad(
+                host,
+                var,
+                value,
+                "is not a number of minutes above 0 that comes to whole seconds",
+                f"e.g. {var}: {example} (0.5 is 30 s)",
+            )
+
+    return check
+
+
 MONITORING_CHECKS: dict[str, Callable[[_Check, str, Any], None]] = {
     "monitoring_prometheus_listen_address": _pattern(
         "monitoring_prometheus_listen_address",
@@ -115,8 +134,8 @@ MONITORING_CHECKS: dict[str, Callable[[_Check, str, Any], None]] = {
     ),
     "monitoring_node_exporter_port": _int_range("monitoring_node_exporter_port", 1, 65535, 9100),
     "monitoring_collector_interval_s": _int_range("monitoring_collector_interval_s", 1, None, 15),
-    "monitoring_alert_node_minutes": _int_range("monitoring_alert_node_minutes", 1, None, 10),
-    "monitoring_alert_daemon_minutes": _int_range("monitoring_alert_daemon_minutes", 1, None, 2),
+    "monitoring_alert_node_minutes": _alert_minutes("monitoring_alert_node_minutes", "10"),
+    "monitoring_alert_daemon_minutes": _alert_minutes("monitoring_alert_daemon_minutes", "2"),
     "monitoring_textfile_dir": _path("monitoring_textfile_dir"),
     "monitoring_prometheus_retention": _pattern(
         "monitoring_prometheus_retention",

@@ -5,7 +5,7 @@ Literal expectations (ports 9090/9093/9100, unit names, node names). Prometheus,
 Alertmanager and every exporter ask for the password (basic authentication):
 refused without it, from a compute node as from anywhere. A fault (the shared
 folder hidden on node2 by a tmpfs) turns SharedFilesystemMissing to firing
-within its for: (1 min here) plus one collector and one scrape interval; the
+within its for: (15 s here) plus one collector and one scrape interval; the
 node health program drains node2 meanwhile, and Alertmanager's webhook (a
 receiver these tests start on node1) gets NodeDrainedByHealth firing, then
 resolved once node2 is back. The intervals are the demo inventory's
@@ -25,7 +25,7 @@ from conftest import RESULTS, ROOT, host
 # The alerts' for: (monitoring_alert_*_minutes), the collector's and Prometheus'
 # intervals, Alertmanager's group_wait and group_interval, in seconds, as set for
 # the Docker scenarios; SLACK for this machine's load and the tests' own polling.
-FOR_S, COLLECTOR_S, SCRAPE_S, GROUP_WAIT_S, GROUP_INTERVAL_S, SLACK_S = 60, 10, 5, 10, 10, 20
+FOR_S, COLLECTOR_S, SCRAPE_S, GROUP_WAIT_S, GROUP_INTERVAL_S, SLACK_S = 15, 10, 5, 10, 10, 20
 # Every host of the cluster, the login host too (sorted, as the tests compare).
 NODES = ["ctl", "login", "node1", "node2"]
 COMPUTE = ["node1", "node2"]
