@@ -43,11 +43,16 @@ test-host: host nfs-host
 	$(BIN)/python molecule/shared/hostprep.py image --suite trixie
 
 # test-host's builds without its package installs (make test runs them in the
-# background once docker, qemu and debootstrap are installed).
-.PHONY: test-images
-test-images:
-	$(BIN)/python molecule/shared/hostprep.py image --suite bookworm --suite trixie
+# background once docker, qemu and debootstrap are installed): first what the
+# first scenarios need (the Debian 12 image, the wheelhouse), then what only
+# the last two need (the Debian 13 image, the VM image).
+.PHONY: test-images test-images-first test-images-later
+test-images: test-images-first test-images-later
+test-images-first:
+	$(BIN)/python molecule/shared/hostprep.py image --suite bookworm
 	$(BIN)/python molecule/shared/hostprep.py wheelhouse
+test-images-later:
+	$(BIN)/python molecule/shared/hostprep.py image --suite trixie
 	$(BIN)/python molecule/shared/vm.py image
 
 # Linters (tools/private_vars.py: no role reads another role's __ variable),
@@ -56,7 +61,12 @@ test-images:
 # and ansible-test sanity on every Python it supports that is installed here
 # (tools/sanity.py: its pip bootstrap is tools/get_pip_standin.py; the test
 # venvs are kept in ~/.ansible/test/venv after the first run).
-lint: venv collection
+lint: venv collection lint-checks
+
+# lint without building the collection (make test runs it in the background
+# beside a scenario, on the tarball built before the scenarios).
+.PHONY: lint-checks
+lint-checks: venv
 	pre-commit validate-config .pre-commit-config.yaml
 	yamllint --strict .
 	ansible-lint
@@ -146,31 +156,66 @@ define demo_timed
 	  if [ $$rc -ne 0 ]; then cat results/demo-times.txt; fi; exit $$rc
 endef
 
+# A step in the background: command $(2), its output in results/$(1).log,
+# its wall time in results/.$(1)-s, then its exit status in results/.$(1)-rc
+# (written whole: a reader never sees it half written).
+define bg
+	@rm -f results/.$(1)-rc results/.$(1)-s; date +%s > results/.$(1)-start; \
+	  (if $(2); then r=0; else r=$$?; fi; echo $(call since,results/.$(1)-start) > results/.$(1)-s; \
+	   echo $$r > results/.$(1)-rc.tmp; mv results/.$(1)-rc.tmp results/.$(1)-rc) \
+	  < /dev/null > results/$(1).log 2>&1 & echo $$! > results/.$(1)-pid
+endef
+# Waits for background step $(1) (a shell command, no @): its exit status;
+# 1 when it ended without one (killed).
+bgwait = while [ ! -e results/.$(1)-rc ]; do \
+	  kill -0 $$(cat results/.$(1)-pid) 2>/dev/null || sleep 1; \
+	  kill -0 $$(cat results/.$(1)-pid) 2>/dev/null || [ -e results/.$(1)-rc ] || \
+	    { echo "make test: $(1) ended without an exit status (results/$(1).log)"; exit 1; }; \
+	  sleep 2; done; exit $$(cat results/.$(1)-rc)
+# Scenario $(1) by command $(2) while background step $(3) runs beside it:
+# both end, both times are kept, either failing fails.
+define beside
+	@if $(2); then rc=0; else rc=$$?; fi; \
+	  echo "make test: $(1) $(call since,results/.scenario-start) s, rc $$rc" \
+	  | tee -a results/make-test-times.txt; \
+	  if ($(call bgwait,$(3))); then b=0; else b=$$?; fi; tail -n 40 results/$(3).log; \
+	  echo "make test: $(3) $$(cat results/.$(3)-s) s, rc $$b (beside $(1); results/$(3).log)" \
+	  | tee -a results/make-test-times.txt; \
+	  [ $$rc -eq 0 ] && [ $$b -eq 0 ]
+endef
+
 # The host preparation's package installs (apt) run first, one at a time; its
-# downloads and builds (the two base images, the wheelhouse, the VM image: most
-# of a fresh machine's preparation) then run in the background while lint and
-# the unit tests use the CPUs, and the scenarios wait for them
-# (results/test-host.log).
+# downloads and builds then run in the background (results/images.log,
+# results/images-later.log): the Debian 12 image and the wheelhouse first, the
+# Debian 13 and VM images behind the first scenarios (only the last two need
+# them). The unit tests run beside the default scenario (results/unit.log),
+# lint beside slurm on Debian 12 (results/lint.log, on the collection built
+# before the scenarios: the default scenario's test_collection builds it again):
+# a Docker scenario keeps the two cores about a third busy.
 test: venv
 	@mkdir -p results && rm -f results/make-test-times.txt
 	$(BIN)/python molecule/shared/hostprep.py docker
 	$(BIN)/python molecule/shared/vm.py host
 	$(MAKE) --no-print-directory test-tools
 	mkdir -p .cache/shared
-	@date +%s > results/.scenario-start; \
-	  ($(MAKE) --no-print-directory test-images > results/test-host.log 2>&1) & prep=$$!; \
-	  rc=0; $(MAKE) --no-print-directory lint unit || rc=$$?; \
-	  if [ $$rc -ne 0 ]; then kill $$prep 2>/dev/null; wait $$prep || true; exit $$rc; fi; \
-	  echo "make test: lint and unit $(call since,results/.scenario-start) s; waiting for the host preparation"; \
-	  rc=0; wait $$prep || rc=$$?; cat results/test-host.log; [ $$rc -eq 0 ] || exit $$rc; \
-	  echo "make test: preparation, lint and unit $(call since,results/.scenario-start) s" \
-	  | tee -a results/make-test-times.txt
 	$(call start)
-	$(call timed,default,molecule test)
+	$(call bg,images,$(MAKE) --no-print-directory test-images-first)
+	$(call bg,images-later,($(call bgwait,images)) && $(MAKE) --no-print-directory test-images-later)
+	$(MAKE) --no-print-directory collection
+	@if ($(call bgwait,images)); then rc=0; else rc=$$?; fi; cat results/images.log; \
+	  echo "make test: preparation $(call since,results/.scenario-start) s, rc $$rc" \
+	  | tee -a results/make-test-times.txt; exit $$rc
+	$(call bg,unit,$(MAKE) --no-print-directory unit)
+	$(call start)
+	$(call beside,default,molecule test,unit)
 	$(call start)
 	$(call timed,topology,molecule test -s topology)
+	$(call bg,lint,$(MAKE) --no-print-directory lint-checks)
 	$(call start)
-	$(call timed,slurm-bookworm,CLUSTER_SUITE=bookworm molecule test -s slurm)
+	$(call beside,slurm-bookworm,CLUSTER_SUITE=bookworm molecule test -s slurm,lint)
+	@if ($(call bgwait,images-later)); then rc=0; else rc=$$?; fi; cat results/images-later.log; \
+	  echo "make test: the Debian 13 and VM images $$(cat results/.images-later-s) s, rc $$rc (behind the scenarios)" \
+	  | tee -a results/make-test-times.txt; exit $$rc
 	$(MAKE) --no-print-directory test-trixie-nfs
 	$(BIN)/python molecule/shared/hostprep.py cgroups
 
