@@ -515,6 +515,8 @@ def test_every_role_variable_has_a_rule() -> None:
         ("monitoring_alert_node_minutes", 0, "a number of minutes above 0"),
         ("monitoring_alert_daemon_minutes", "2m", "a number of minutes above 0"),
         ("monitoring_alert_daemon_minutes", True, "a number of minutes above 0"),
+        ("monitoring_alert_daemon_minutes", float("inf"), "a number of minutes above 0"),
+        ("monitoring_alert_daemon_minutes", "-1", "a number of minutes above 0"),
     ],
 )
 def test_a_value_is_checked_whole_by_its_type(var: str, value: object, words: str) -> None:

@@ -35,6 +35,7 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.inventory_val
     TIME_FIX,
     TRES_FIX,
     _Check,
+    _float,
     _int,
     _int_range,
     _path,
@@ -617,16 +618,10 @@ def _typed(var: str, spec: Mapping) -> Callable[[_Check, str, Any], None]:
                   f"one line, e.g. {var}: {example!r}")  # fmt: skip
         elif kind == "int" and _int(value) is None:
             c.bad(host, var, value, "is not a whole number", f"e.g. {var}: {example}")
-        elif kind == "float" and (isinstance(value, bool) or not _float_ok(value)):
+        elif kind == "float" and _float(value) is None:
             c.bad(host, var, value, "is not a number", f"e.g. {var}: {example}")
 
     return check
-
-
-def _float_ok(value: object) -> bool:
-    if isinstance(value, (int, float)):
-        return True
-    return isinstance(value, str) and bool(re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", value))
 
 
 def all_checks() -> dict[str, Callable[[_Check, str, Any], None]]:

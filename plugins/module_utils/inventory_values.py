@@ -214,6 +214,18 @@ def _int(value: object) -> int | None:
     return None
 
 
+def _float(value: object) -> float | None:
+    """A number, read as _int reads a whole one: a bool is none; a string counts
+    only whole ("1.5", not "1.5 ")."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", value):
+        return float(value)
+    return None
+
+
 def path_problem(value: object) -> str:
     """Why a path cannot hold cluster data, or ''."""
     text = str(value)

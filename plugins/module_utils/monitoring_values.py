@@ -6,12 +6,14 @@ tests/test_inventory_values.py proves each refusal.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.inventory_values import (
     _Check,
+    _float,
     _int_range,
     _path,
     _pattern,
@@ -57,10 +59,9 @@ def _alert_minutes(var: str, example: str) -> Callable[[_Check, str, Any], None]
     """A rule's for: in minutes, > 0; a fraction must come to whole seconds (0.25 = 15 s)."""
 
     def check(c: _Check, host: str, value: Any) -> None:
-        text = str(value)
-        ok = not isinstance(value, bool) and re.fullmatch(r"[0-9]+(\.[0-9]+)?", text)
-        seconds = float(text) * 60 if ok else 0.0
-        if not ok or seconds < 1 or abs(seconds - round(seconds)) > 1e-6:
+        minutes = _float(value)
+        seconds = minutes * 60 if minutes is not None and math.isfinite(minutes) else 0.0
+        if seconds < 1 or abs(seconds - round(seconds)) > 1e-6:
             c.bad(
                 host,
                 var,
