@@ -168,9 +168,8 @@ endef
 # Waits for background step $(1) (a shell command, no @): its exit status;
 # 1 when it ended without one (killed).
 bgwait = while [ ! -e results/.$(1)-rc ]; do \
-	  kill -0 $$(cat results/.$(1)-pid) 2>/dev/null || sleep 1; \
-	  kill -0 $$(cat results/.$(1)-pid) 2>/dev/null || [ -e results/.$(1)-rc ] || \
-	    { echo "make test: $(1) ended without an exit status (results/$(1).log)"; exit 1; }; \
+	  kill -0 $$(cat results/.$(1)-pid) 2>/dev/null || { sleep 1; [ -e results/.$(1)-rc ] || \
+	    { echo "make test: $(1) ended without an exit status (results/$(1).log)"; exit 1; }; }; \
 	  sleep 2; done; exit $$(cat results/.$(1)-rc)
 # Scenario $(1) by command $(2) while background step $(3) runs beside it:
 # both end, both times are kept, either failing fails.
@@ -228,16 +227,10 @@ test: venv
 # emulation mostly fills what it leaves. Both always run to the end.
 .PHONY: test-trixie-nfs
 test-trixie-nfs:
-	@mkdir -p results; date +%s > results/.nfs-start; \
-	  (if molecule test -s nfs > results/nfs.log 2>&1; then r=0; else r=$$?; fi; echo $$r > results/.nfs-rc; \
-	   echo "make test: nfs $(call since,results/.nfs-start) s, rc $$r (beside slurm-trixie; results/nfs.log)" \
-	   >> results/make-test-times.txt) & nfs=$$!; \
-	  date +%s > results/.scenario-start; \
-	  if CLUSTER_SUITE=trixie molecule test -s slurm; then rc=0; else rc=$$?; fi; \
-	  echo "make test: slurm-trixie $(call since,results/.scenario-start) s, rc $$rc" \
-	  | tee -a results/make-test-times.txt; \
-	  wait $$nfs; tail -n 40 results/nfs.log; grep "make test: nfs" results/make-test-times.txt; \
-	  [ $$rc -eq 0 ] && [ "$$(cat results/.nfs-rc)" = 0 ]
+	@mkdir -p results
+	$(call bg,nfs,molecule test -s nfs)
+	$(call start)
+	$(call beside,slurm-trixie,CLUSTER_SUITE=trixie molecule test -s slurm,nfs)
 
 clean:
 	-molecule destroy
