@@ -2,7 +2,7 @@
 
 Modules carry DOCUMENTATION (with author), EXAMPLES and RETURN; each filter
 has plugins/filter/<filter name>.yml with the same three (Ansible's layout for
-a file that holds several filters); the strategy plugin has DOCUMENTATION.
+a file that holds several filters); the strategy and callback plugins have DOCUMENTATION.
 ansible-test sanity (tools/sanity.py, make lint) checks the docs against the
 argument specs; this test is the fast guard that names what is missing.
 """
@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "collections"))
 MODULES = sorted(p.stem for p in (PLUGINS / "modules").glob("*.py") if p.stem != "__init__")
 STRATEGIES = sorted(p.stem for p in (PLUGINS / "strategy").glob("*.py") if p.stem != "__init__")
 LOOKUPS = sorted(p.stem for p in (PLUGINS / "lookup").glob("*.py") if p.stem != "__init__")
+CALLBACKS = sorted(p.stem for p in (PLUGINS / "callback").glob("*.py") if p.stem != "__init__")
 FILTER_FILES = sorted(p.stem for p in (PLUGINS / "filter").glob("*.py") if p.stem != "__init__")
 
 
@@ -131,14 +132,16 @@ def ansible_doc(plugin_type: str, names: list[str]) -> dict:
         ("strategy", STRATEGIES),
         ("filter", sorted(filters())),
         ("lookup", LOOKUPS),
+        ("callback", CALLBACKS),
     ],
-    ids=["modules", "strategy", "filters", "lookups"],
+    ids=["modules", "strategy", "filters", "lookups", "callbacks"],
 )
 def test_ansible_doc_renders_every_plugin(plugin_type: str, names: list[str]) -> None:
     docs = ansible_doc(plugin_type, names)
     for name in names:
         entry = docs.get(f"{NS}.{name}") or {}
         assert entry.get("doc", {}).get("short_description"), f"ansible-doc -t {plugin_type} {name}"
-        if plugin_type != "strategy":
+        # Strategy and callback plugins have no EXAMPLES or RETURN in Ansible's layout.
+        if plugin_type not in ("strategy", "callback"):
             assert entry.get("examples"), f"ansible-doc shows no EXAMPLES for {name}"
             assert entry.get("return"), f"ansible-doc shows no RETURN for {name}"
