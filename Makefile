@@ -42,10 +42,10 @@ host:
 test-host: host nfs-host
 	$(BIN)/python molecule/shared/hostprep.py image --suite trixie
 
-# test-host's builds without its package installs (make test runs them in the
-# background once docker, qemu and debootstrap are installed): first what the
-# first scenarios need (the Debian 12 image, the wheelhouse), then what only
-# the last two need (the Debian 13 image, the VM image).
+# test-host's builds without its package installs: first what the first
+# scenarios need (the Debian 12 image, the wheelhouse: make test's preparation
+# builds them as steps of its own), then what only the last two need (the
+# Debian 13 image, the VM image: make test builds them in the background).
 .PHONY: test-images test-images-first test-images-later
 test-images: test-images-first test-images-later
 test-images-first:
@@ -184,29 +184,22 @@ define beside
 	  [ $$rc -eq 0 ] && [ $$b -eq 0 ]
 endef
 
-# The host preparation's package installs (apt) run first, one at a time; its
-# downloads and builds then run in the background (results/images.log,
-# results/images-later.log): the Debian 12 image and the wheelhouse first, the
-# Debian 13 and VM images behind the first scenarios (only the last two need
-# them). Lint, then the unit tests, run beside slurm on Debian 12
-# (results/checks.log, both to the end; lint on the collection built before
-# the scenarios: the default scenario's test_collection builds it again).
+# The host preparation (tools/demo_prep.py --for test: its steps side by side,
+# their logs in results/test-prep/): the packages (docker.io and debootstrap,
+# then qemu, promtool and chromium), dockerd, the Debian 12 image, the whole
+# venv, the wheelhouse, amtool and the collection's tarball. Then the Debian
+# 13 and VM images in the background (results/images-later.log), behind the
+# first scenarios (only the last two need them). Lint, then the unit tests,
+# run beside slurm on Debian 12 (results/checks.log, both to the end; lint on
+# the collection built in the preparation: the default scenario's
+# test_collection builds it again).
 # Hiding them is not free: beside slurm 12 they cost its verify about 2 min
 # (689 s against 561 s alone, 2026-12-05), as the unit tests alone cost
 # default's converge 2.5 min; they still save about 4.5 min.
-test: venv
-	@mkdir -p results && rm -f results/make-test-times.txt
-	$(BIN)/python molecule/shared/hostprep.py docker
-	$(BIN)/python molecule/shared/vm.py host
-	$(MAKE) --no-print-directory test-tools
-	mkdir -p .cache/shared
-	$(call start)
-	$(call bg,images,$(MAKE) --no-print-directory test-images-first)
-	$(call bg,images-later,($(call bgwait,images)) && $(MAKE) --no-print-directory test-images-later)
-	$(MAKE) --no-print-directory collection
-	@if ($(call bgwait,images)); then rc=0; else rc=$$?; fi; cat results/images.log; \
-	  echo "make test: preparation $(call since,results/.scenario-start) s, rc $$rc" \
-	  | tee -a results/make-test-times.txt; exit $$rc
+test:
+	@mkdir -p results .cache/shared && rm -f results/make-test-times.txt
+	python3 tools/demo_prep.py --for test --times results/make-test-times.txt
+	$(call bg,images-later,$(MAKE) --no-print-directory test-images-later)
 	$(call start)
 	$(call timed,default,molecule test)
 	$(call start)

@@ -1,4 +1,4 @@
-"""tools/demo_prep.py: make demo's host preparation, its steps side by side."""
+"""tools/demo_prep.py: make demo's and make test's host preparation, its steps side by side."""
 
 from __future__ import annotations
 
@@ -135,6 +135,51 @@ def test_the_demo_steps_and_what_each_waits_for() -> None:
     assert argv["wheelhouse"] == (str(ROOT / ".venv/bin/python"), hostprep, "wheelhouse")
 
 
+def test_the_test_steps_add_to_the_demos_with_the_whole_venv() -> None:
+    steps = demo_prep.make_test_steps("/usr/bin/python3")
+    demo_prep.check_order(steps)
+    assert {s.name: s.needs for s in steps} == {
+        "packages": (),
+        "docker": ("packages",),
+        "image": ("docker",),
+        "venv": (),
+        "wheelhouse": ("venv",),
+        # apt holds one dpkg lock: the second transaction after the first.
+        "test-packages": ("packages",),
+        "tools": ("venv", "test-packages"),
+        "collection": ("venv",),
+    }
+    argv = {s.name: s.argv for s in steps}
+    make = ("make", "--no-print-directory", "-C", str(ROOT))
+    hostprep = str(ROOT / "molecule" / "shared" / "hostprep.py")
+    assert argv["venv"] == (*make, "venv")  # linters, tests, torch: not venv-demo
+    assert argv["test-packages"] == ("/usr/bin/python3", hostprep, "test-packages")
+    assert argv["tools"] == (*make, "test-tools")
+    assert argv["collection"] == (*make, "collection")
+    demo = {s.name: s.argv for s in demo_prep.demo_steps("/usr/bin/python3")}
+    assert all(argv[name] == demo[name] for name in ("packages", "docker", "image", "wheelhouse"))
+
+
+def test_make_test_runs_its_preparation_and_names_its_times(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    times = tmp_path / "make-test-times.txt"
+    monkeypatch.setattr(demo_prep, "LOG_DIR", tmp_path / "demo-prep")
+    monkeypatch.setattr(
+        demo_prep, "make_test_steps", lambda: [sh("venv", "true"), sh("tools", "exit 3")]
+    )
+    assert demo_prep.main(["--for", "test", "--times", str(times)]) == 1
+    lines = times.read_text().splitlines()
+    assert re.fullmatch(r"make test: preparation stopped after \d+ s: tools failed", lines[0])
+    assert re.fullmatch(r"make test: prep venv 0 s \(0-0 s\)", lines[1])
+    assert (tmp_path / "test-prep" / "tools.log").is_file()
+    assert not (tmp_path / "demo-prep").exists()
+    err = capsys.readouterr().err
+    assert err.startswith("make test: preparation step tools failed (exit status 3)"), err
+    text = (ROOT / "Makefile").read_text()
+    assert "python3 tools/demo_prep.py --for test --times results/make-test-times.txt" in text
+
+
 def test_the_time_lines() -> None:
     steps = [sh("packages", ""), sh("docker", "", needs=("packages",)), sh("venv", "")]
     done = [
@@ -187,7 +232,7 @@ def test_every_demo_requirement_is_pinned_as_in_requirements_txt() -> None:
 
 
 def load_hostprep():
-    sys.path.insert(0, str(ROOT / "molecule" / "shared"))  # hostprep imports rootfs
+    sys.path.insert(0, str(ROOT / "molecule" / "shared"))  # hostprep imports rootfs, vm
     try:
         path = ROOT / "molecule" / "shared" / "hostprep.py"
         spec = importlib.util.spec_from_file_location("hostprep", path)
@@ -220,3 +265,47 @@ def test_hostprep_packages_is_one_apt_transaction(absent, installed, monkeypatch
             ["apt-get", "update", "-qq"],
             ["apt-get", "install", "-y", "-qq", *installed],
         ]
+
+
+@pytest.mark.parametrize(
+    ("absent", "installed"),
+    [
+        (
+            {"qemu-system-x86_64", "qemu-img", "mkfs.ext4", "ssh", "promtool", "chromium"},
+            [
+                "chromium",
+                "e2fsprogs",
+                "openssh-client",
+                "prometheus",
+                "qemu-system-x86",
+                "qemu-utils",
+            ],
+        ),
+        ({"promtool"}, ["prometheus"]),
+        (set(), None),
+    ],
+)
+def test_hostprep_test_packages_is_one_apt_transaction_without_recommends(
+    absent, installed, monkeypatch
+) -> None:
+    hostprep = load_hostprep()
+    ran: list[list[str]] = []
+    monkeypatch.setattr(hostprep.shutil, "which", lambda c: None if c in absent else f"/x/{c}")
+    monkeypatch.setattr(hostprep.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(hostprep, "run", lambda cmd, **_: ran.append(cmd))
+    hostprep.ensure_test_packages()
+    if installed is None:
+        assert ran == []
+    else:
+        assert ran == [
+            ["apt-get", "update", "-qq"],
+            ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *installed],
+        ]
+
+
+def test_hostprep_test_packages_as_an_ordinary_user_names_what_is_missing(monkeypatch) -> None:
+    hostprep = load_hostprep()
+    monkeypatch.setattr(hostprep.shutil, "which", lambda c: None if c == "chromium" else "/x")
+    monkeypatch.setattr(hostprep.os, "geteuid", lambda: 1000)
+    with pytest.raises(SystemExit, match="chromium missing; run as root"):
+        hostprep.ensure_test_packages()

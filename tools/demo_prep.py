@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The host preparation of `make demo` (make host), its independent steps side by side.
+"""The host preparation of `make demo` (make host) and of `make test`, its
+independent steps side by side.
 
     packages    docker.io and debootstrap in one apt-get transaction (hostprep.py)
     docker      dockerd answering                      after packages
@@ -8,7 +9,20 @@
     venv        .venv with requirements-demo.txt       (make venv-demo)
     wheelhouse  the CPU torch wheel for the nodes      after venv (its pip)
 
-Each step's output goes to results/demo-prep/<step>.log and is read only when
+`--for test` (make test) runs the same with the whole venv (make venv) and
+adds what the tests need beyond the demo:
+
+    test-packages  qemu and its tools, promtool and chromium, in one apt-get
+                   transaction (hostprep.py)           after packages (one dpkg
+                                                       lock at a time)
+    tools          amtool in the venv (make test-tools) after venv, test-packages
+    collection     the collection's tarball (make collection)  after venv
+
+Run one after the other, as make test did before, a fresh machine spent
+about five minutes here; side by side the downloads of apt, pip and
+debootstrap overlap.
+
+Each step's output goes to results/<demo|test>-prep/<step>.log and is read only when
 the step fails: then the others are interrupted, and the step's name, exit
 status and the tail of its log end the run (exit status 1). A step's wall
 time is printed when it ends; with --times, one line per step and one for
@@ -17,7 +31,7 @@ results/make-test-times.txt.
 
 Standard library only: it runs before the venv exists (Makefile: python3).
 
-    python3 tools/demo_prep.py [--times results/demo-times.txt]
+    python3 tools/demo_prep.py [--for test] [--times results/demo-times.txt]
 """
 
 from __future__ import annotations
@@ -35,7 +49,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTPREP = ROOT / "molecule" / "shared" / "hostprep.py"
-LOG_DIR = ROOT / "results" / "demo-prep"
+LOG_DIR = ROOT / "results" / "demo-prep"  # make test's: test-prep beside it
 TAIL_LINES = 20
 # A fresh machine's slowest step (the image: debootstrap from Debian's mirror)
 # took about two minutes; a step past this limit is stuck, not slow.
@@ -72,9 +86,9 @@ class StepFailed(Exception):
         super().__init__(f"{name} {why}")
         self.name, self.why, self.log, self.tail, self.done = name, why, log, tail, done
 
-    def message(self) -> str:
+    def message(self, target: str = "demo") -> str:
         return (
-            f"make demo: preparation step {self.name} {self.why}; "
+            f"make {target}: preparation step {self.name} {self.why}; "
             f"the end of {self.log}:\n{self.tail}"
         )
 
@@ -89,6 +103,18 @@ def demo_steps(python: str = sys.executable) -> list[Step]:
         Step("venv", ("make", "--no-print-directory", "-C", str(ROOT), "venv-demo")),
         # The venv's pip: Debian's python3 has none without python3-pip.
         Step("wheelhouse", (venv_python, str(HOSTPREP), "wheelhouse"), needs=("venv",)),
+    ]
+
+
+def make_test_steps(python: str = sys.executable) -> list[Step]:
+    """make test's: the demo's steps with the whole venv, and what the tests add."""
+    make = ("make", "--no-print-directory", "-C", str(ROOT))
+    steps = [Step("venv", (*make, "venv")) if s.name == "venv" else s for s in demo_steps(python)]
+    return [
+        *steps,
+        Step("test-packages", (python, str(HOSTPREP), "test-packages"), needs=("packages",)),
+        Step("tools", (*make, "test-tools"), needs=("venv", "test-packages")),
+        Step("collection", (*make, "collection"), needs=("venv",)),
     ]
 
 
@@ -161,6 +187,7 @@ def run_steps(
     echo: Callable[[str], None] = say,
     poll_s: float = 0.2,
     grace_s: float = GRACE_S,
+    label: str = "demo prep",
 ) -> list[Done]:
     """Run each step once its needs have ended well; the steps in the order they ended."""
     check_order(steps)
@@ -175,7 +202,7 @@ def run_steps(
             for step in steps:
                 if step.name not in started and set(step.needs) <= ended:
                     after = f" (after {', '.join(step.needs)})" if step.needs else ""
-                    echo(f"demo prep: {step.name} started{after}")
+                    echo(f"{label}: {step.name} started{after}")
                     procs[step.name] = start(step, log_dir, done)
                     started[step.name] = time.monotonic() - t0
             time.sleep(poll_s)
@@ -196,55 +223,66 @@ def run_steps(
                     raise StepFailed(step.name, f"failed (exit status {rc})", log, tail(log), done)
                 del procs[step.name]
                 done.append(Done(step.name, step.needs, started[step.name], now))
-                echo(f"demo prep: {step.name} done in {now - started[step.name]:.0f} s")
+                echo(f"{label}: {step.name} done in {now - started[step.name]:.0f} s")
     finally:
         stop(procs, grace_s)
     return done
 
 
 def time_lines(
-    steps: Sequence[Step], done: Sequence[Done], total: float, failed: str | None = None
+    steps: Sequence[Step],
+    done: Sequence[Done],
+    total: float,
+    failed: str | None = None,
+    target: str = "demo",
 ) -> list[str]:
     """One line for the preparation, then one per step that ended, in the steps' order."""
     by_name = {d.name: d for d in done}
     if failed:
-        head = f"make demo: preparation stopped after {total:.0f} s: {failed} failed"
+        head = f"make {target}: preparation stopped after {total:.0f} s: {failed} failed"
     else:
         names = ", ".join(s.name for s in steps)
-        head = f"make demo: preparation {total:.0f} s ({names}, side by side where they can)"
+        head = f"make {target}: preparation {total:.0f} s ({names}, side by side where they can)"
     lines = [head]
     for step in steps:
         d = by_name.get(step.name)
         if d is not None:
             after = f"after {', '.join(d.needs)}; " if d.needs else ""
             span = f"{after}{d.start:.0f}-{d.end:.0f} s"
-            lines.append(f"make demo: prep {d.name} {d.seconds:.0f} s ({span})")
+            lines.append(f"make {target}: prep {d.name} {d.seconds:.0f} s ({span})")
     return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--times", type=Path, help="append the wall times to this file")
+    parser.add_argument(
+        "--for", dest="target", choices=("demo", "test"), default="demo", help="whose preparation"
+    )
     args = parser.parse_args(argv)
     # make's SIGTERM ends the steps too (run_steps' finally), as Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    steps = demo_steps()
+    steps = demo_steps() if args.target == "demo" else make_test_steps()
     t0 = time.monotonic()
     try:
-        done, failure = run_steps(steps, LOG_DIR), None
+        done, failure = (
+            run_steps(steps, LOG_DIR.with_name(f"{args.target}-prep"), label=f"{args.target} prep"),
+            None,
+        )
     except StepFailed as exc:
         done, failure = exc.done, exc
     except KeyboardInterrupt:  # Ctrl-C: the steps were interrupted too (run_steps)
-        print("make demo: preparation interrupted", file=sys.stderr)
+        print(f"make {args.target}: preparation interrupted", file=sys.stderr)
         return 130
-    lines = time_lines(steps, done, time.monotonic() - t0, failure.name if failure else None)
+    failed = failure.name if failure else None
+    lines = time_lines(steps, done, time.monotonic() - t0, failed, args.target)
     if args.times:
         args.times.parent.mkdir(parents=True, exist_ok=True)
         with args.times.open("a") as out:
             out.writelines(f"{line}\n" for line in lines)
     print("\n".join(lines), flush=True)
     if failure:
-        print(failure.message(), file=sys.stderr)
+        print(failure.message(args.target), file=sys.stderr)
         return 1
     return 0
 

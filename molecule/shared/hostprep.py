@@ -6,6 +6,11 @@ Sub-commands (each idempotent, each fast when there is nothing to do):
   packages    install docker.io and debootstrap when missing, in one apt-get
               transaction (needs root; make demo runs it before the steps that
               use them, which then find them installed)
+  test-packages
+              what make test needs beyond them, without recommends, in one
+              apt-get transaction: qemu and its tools for the nfs scenario's VMs
+              (vm.py's HOST_PACKAGES), promtool and chromium for the
+              monitoring tests (needs root; after packages: one dpkg lock)
   docker      start dockerd when it is not answering (install docker.io when
               missing; needs root)
   image       build the Debian systemd base image(s) with debootstrap + docker
@@ -31,6 +36,7 @@ import time
 from pathlib import Path
 
 import rootfs
+import vm
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".cache"
@@ -47,6 +53,8 @@ IMAGE_PACKAGES = [
 ]
 # The host's packages by the command that shows each is installed.
 HOST_PACKAGES = {"dockerd": "docker.io", "debootstrap": "debootstrap"}
+# make test's on top, by the same rule (vm.py's are added where they are used).
+TEST_PACKAGES = {"promtool": "prometheus", "chromium": "chromium"}
 TORCH_SPEC = "torch==2.13.0+cpu"
 LOCAL_WHEELS = Path("/opt/wheels")
 
@@ -76,6 +84,21 @@ def ensure_packages() -> None:
     run(["apt-get", "update", "-qq"], env=env)
     # With recommends, as docker.io was always installed here (apparmor, xz-utils).
     run(["apt-get", "install", "-y", "-qq", *missing], env=env)
+
+
+def ensure_test_packages() -> None:
+    """One apt-get transaction, without recommends, for what only make test uses."""
+    wanted = {**vm.HOST_PACKAGES, **TEST_PACKAGES}
+    missing = sorted({pkg for tool, pkg in wanted.items() if shutil.which(tool) is None})
+    if not missing:
+        log(f"{', '.join(sorted(set(wanted.values())))} are installed")
+        return
+    if os.geteuid() != 0:
+        sys.exit(f"hostprep: {' '.join(missing)} missing; run as root or install them")
+    log(f"installing {' '.join(missing)}")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    run(["apt-get", "update", "-qq"], env=env)
+    run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing], env=env)
 
 
 def docker_up() -> bool:
@@ -231,7 +254,8 @@ def check_cgroups() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "what", choices=["packages", "docker", "image", "wheelhouse", "all", "cgroups"]
+        "what",
+        choices=["packages", "test-packages", "docker", "image", "wheelhouse", "all", "cgroups"],
     )
     parser.add_argument(
         "--suite",
@@ -247,6 +271,8 @@ def main() -> None:
         parser.error("--tag names one image: give one --suite with it")
     if args.what == "packages":
         ensure_packages()
+    if args.what == "test-packages":
+        ensure_test_packages()
     if args.what in ("docker", "all"):
         ensure_docker()
     if args.what in ("image", "all"):
