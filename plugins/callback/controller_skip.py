@@ -1,0 +1,133 @@
+"""Callback gpulab.slurm_cluster.controller_skip: a false ``when`` decided without a worker."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: controller_skip
+author: slurm-cluster-in-a-box contributors (@gpulab)
+version_added: 0.1.0
+type: aggregate
+short_description: Skip a task whose condition is false without forking a worker for it
+description:
+  - Ansible forks a worker process for every task on every host, and the worker
+    evaluates the task's C(when) first. On a no-change C(site.yml) rerun about half
+    of the task and host pairs are skipped, so half the forks only found out that
+    there was nothing to do.
+  - With this callback enabled, Ansible's own process evaluates the C(when) of a
+    task before it forks the worker, with the same variables the worker would get
+    (the host's, the task's and the connection's). When it is false, the result the
+    worker would have sent (skipped, C(Conditional result was False) and the false
+    condition) is sent without a worker; callbacks, C(register) and the recap see no
+    difference.
+  - Anything else goes to a worker as before, which then decides as it always did
+    a condition that holds or cannot be evaluated here, a task with a loop
+    (its condition is per item), with C(delegate_to), an include, import or meta
+    task, and every task under a strategy other than Ansible's C(linear).
+  - It only acts on the ansible-core release it was written against (2.19); on
+    another it does nothing. E(GPULAB_CONTROLLER_SKIP=0) turns it off for a run.
+  - Enable it with C(callbacks_enabled = gpulab.slurm_cluster.controller_skip) in
+    ansible.cfg (the project's ansible.cfg does).
+requirements:
+  - enable in configuration
+"""
+
+import os  # noqa: E402
+import typing as t  # noqa: E402
+
+from ansible import constants as C  # noqa: E402
+from ansible.module_utils.ansible_release import __version__ as ANSIBLE_VERSION  # noqa: E402
+from ansible.plugins.callback import CallbackBase  # noqa: E402
+from ansible.utils.display import Display  # noqa: E402
+
+# The release whose worker this callback reproduces (executor/task_executor.py:
+# _execute_internal evaluates the conditional on the task's variables plus the
+# play context's; a false one returns the dict below).
+SUPPORTED = ("2.19.",)
+SKIP_RESULT = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
+LINEAR = "ansible.plugins.strategy.linear"
+_NOT_HERE = frozenset(
+    C._ACTION_ALL_INCLUDE_IMPORT_TASKS + C._ACTION_ALL_PROPER_INCLUDE_IMPORT_ROLES + C._ACTION_META
+)
+
+
+def skip_result(host: t.Any, task: t.Any, task_vars: dict, play_context: t.Any, loader: t.Any):
+    """The result the worker would send when the task's condition is false on host, or None
+    when the worker has to decide (a condition that holds, or anything not handled here)."""
+    if not task.when or task.loop is not None or task.loop_with or task.delegate_to:
+        return None
+    if task.action in _NOT_HERE:
+        return None
+    # Imported here: only once the callback is enabled on a supported release.
+    from ansible._internal._templating._engine import TemplateEngine
+
+    try:
+        templar = TemplateEngine(loader=loader, variables=task_vars)
+        variables = task_vars.copy()
+        # As the worker does before its conditional: the connection's magic variables.
+        context = play_context.set_task_and_variable_override(
+            task=task, variables=task_vars, templar=templar
+        )
+        context.post_validate(templar=templar)
+        if not context.remote_addr:
+            context.remote_addr = host.address
+        context.update_vars(variables)
+        false_condition: dict[str, t.Any] = {}
+        if task._resolve_conditional(task.when, variables, result_context=false_condition):
+            return None
+        result = dict(SKIP_RESULT) | false_condition
+        task.update_result_no_log(templar, result)
+    except Exception:  # an error is the worker's to raise, with its context
+        return None
+    return result
+
+
+def install(strategy_base: t.Any, raw_task_result: t.Any) -> None:
+    """Wrap StrategyBase._queue_task: a false condition sends the worker's result itself."""
+    queue_task = strategy_base._queue_task
+    if getattr(queue_task, "controller_skip", False):
+        return
+
+    def _queue_task(self, host, task, task_vars, play_context):
+        result = None
+        if type(self).__module__ == LINEAR:
+            result = skip_result(host, task, task_vars, play_context, self._loader)
+        if result is None:
+            return queue_task(self, host, task, task_vars, play_context)
+        # What the base method records and sends around a worker's start.
+        self._queued_task_cache[(host.name, task._uuid)] = {
+            "host": host,
+            "task": task,
+            "task_vars": task_vars,
+            "play_context": play_context,
+        }
+        self._tqm.send_callback("v2_runner_on_start", host, task)
+        self._final_q.send_task_result(
+            raw_task_result(host=host, task=task, return_data=result, task_fields=task.dump_attrs())
+        )
+        self._pending_results += 1
+        return None
+
+    _queue_task.controller_skip = True
+    strategy_base._queue_task = _queue_task
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "gpulab.slurm_cluster.controller_skip"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self, display: Display | None = None) -> None:
+        super().__init__(display=display)
+        if os.environ.get("GPULAB_CONTROLLER_SKIP", "1") == "0":
+            return
+        if not ANSIBLE_VERSION.startswith(SUPPORTED):
+            self._display.vvv(
+                f"gpulab.slurm_cluster.controller_skip: ansible-core {ANSIBLE_VERSION} is not "
+                f"{' or '.join(v + 'x' for v in SUPPORTED)}; every task goes to a worker"
+            )
+            return
+        from ansible.executor.task_result import _RawTaskResult
+        from ansible.plugins.strategy import StrategyBase
+
+        install(StrategyBase, _RawTaskResult)

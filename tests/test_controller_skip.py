@@ -1,0 +1,255 @@
+"""The callback gpulab.slurm_cluster.controller_skip: a false `when` decided without a worker.
+
+Real ansible-playbook runs on a throwaway collection: a playbook with every kind
+of condition (false, true, on the connection's magic variables, per loop item,
+on a fact set just before, undefined, delegated, an include, no_log) gives the
+same registered results, output and recap with the callback as without; and a
+test plugin that records the process evaluating a condition shows a false one
+decided in Ansible's own process, a true one in the workers.
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGINS = ROOT / "plugins"
+
+# A test plugin that appends the evaluating process's pid to a file.
+TEST_PLUGIN = """\
+import os
+
+
+def seen(value, path):
+    with open(path, "a") as out:
+        out.write(f"{os.getpid()} {value}\\n")
+    return False
+
+
+class TestModule:
+    def tests(self):
+        return {"seen": seen}
+"""
+
+EVERY_KIND = """\
+- name: Every kind of condition
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: False everywhere
+      ansible.builtin.command: "false"
+      when: false
+      register: r_false
+    - name: True on a only
+      ansible.builtin.debug:
+        msg: "{{ inventory_hostname }}"
+      when: inventory_hostname == 'a'
+      register: r_a
+    - name: On the connection's magic variable
+      ansible.builtin.debug:
+        msg: "{{ ansible_host }}"
+      when: ansible_host == 'b'
+      register: r_magic
+    - name: Per item
+      ansible.builtin.debug:
+        msg: "{{ item }}"
+      loop: [1, 2, 3]
+      when: item != 2
+      register: r_loop
+    - name: A fact
+      ansible.builtin.set_fact:
+        flag: "{{ inventory_hostname == 'c' }}"
+    - name: On the fact
+      ansible.builtin.debug:
+        msg: flagged
+      when: flag | bool
+      register: r_fact
+    - name: Several conditions, the second false
+      ansible.builtin.debug:
+        msg: never
+      when: [true, "inventory_hostname == 'z'"]
+      register: r_list
+    - name: Undefined
+      ansible.builtin.debug:
+        msg: never
+      when: no_such_variable
+      register: r_undefined
+      ignore_errors: true
+    - name: Delegated
+      ansible.builtin.debug:
+        msg: delegated
+      delegate_to: a
+      when: inventory_hostname == 'b'
+      register: r_delegated
+    - name: Secret
+      ansible.builtin.debug:
+        msg: secret
+      no_log: true
+      when: inventory_hostname == 'q'
+      register: r_secret
+    - name: An include
+      ansible.builtin.include_tasks: never.yml
+      when: false
+    - name: Keep what each task registered
+      ansible.builtin.copy:
+        dest: "{{ out }}/{{ inventory_hostname }}.json"
+        content: >-
+          {{ dict(['r_false', 'r_a', 'r_magic', 'r_loop', 'r_fact', 'r_list',
+                   'r_undefined', 'r_delegated', 'r_secret']
+                  | zip([r_false, r_a, r_magic, r_loop, r_fact, r_list,
+                         r_undefined, r_delegated, r_secret])) | to_nice_json }}
+        mode: "0644"
+      delegate_to: localhost
+"""
+
+WHO_DECIDES = """\
+- name: Who evaluates a condition
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: False
+      ansible.builtin.debug:
+        msg: never
+      when: "'false' is t.c.seen(log)"
+    - name: True
+      ansible.builtin.debug:
+        msg: ran
+      when: "not ('true' is t.c.seen(log))"
+"""
+
+
+def throwaway_collection(root: Path) -> Path:
+    coll = root / "ansible_collections" / "t" / "c"
+    (coll / "plugins" / "test").mkdir(parents=True)
+    (coll / "plugins" / "callback").mkdir()
+    (coll / "galaxy.yml").write_text(
+        "namespace: t\nname: c\nversion: 1.0.0\nreadme: README.md\nauthors: [t]\n"
+    )
+    (coll / "plugins" / "test" / "seen.py").write_text(TEST_PLUGIN)
+    shutil.copy(
+        PLUGINS / "callback" / "controller_skip.py",
+        coll / "plugins" / "callback" / "controller_skip.py",
+    )
+    return root
+
+
+def play(tmp_path: Path, playbook: str, callbacks: str, off: bool = False, **extra: str) -> str:
+    """A real ansible-playbook run on three local hosts; its output, task timings dropped."""
+    collections = throwaway_collection(tmp_path / "coll")
+    lines = [
+        f"{h} ansible_connection=local ansible_python_interpreter={sys.executable}" for h in "abc"
+    ]
+    (tmp_path / "hosts.ini").write_text("[all]\n" + "\n".join(lines) + "\n")
+    (tmp_path / "play.yml").write_text(playbook)
+    (tmp_path / "never.yml").write_text("- ansible.builtin.fail:\n")
+    (tmp_path / "ansible.cfg").write_text("[defaults]\n")
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(tmp_path / "ansible.cfg"),
+        ANSIBLE_COLLECTIONS_PATH=str(collections),
+        ANSIBLE_CALLBACKS_ENABLED=callbacks,
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORKS="3",
+        ANSIBLE_LOCALHOST_WARNING="0",
+    )
+    env.pop("GPULAB_CONTROLLER_SKIP", None)
+    if off:
+        env["GPULAB_CONTROLLER_SKIP"] = "0"
+    binary = Path(sys.executable).parent / "ansible-playbook"
+    argv = [str(binary), "-i", str(tmp_path / "hosts.ini"), str(tmp_path / "play.yml")]
+    for key, value in extra.items():
+        argv += ["-e", f"{key}={value}"]
+    out = subprocess.run(
+        argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180, check=False
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout + out.stderr
+
+
+def by_task(text: str) -> list[list[str]]:
+    """The output's blocks (one per task), each block's lines sorted: the hosts'
+    results come in the order their workers end, with or without the callback."""
+    return [sorted(block.splitlines()) for block in re.split(r"(?m)^(?=TASK \[)", text)]
+
+
+def registered(folder: Path) -> dict:
+    return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}
+
+
+def test_every_kind_of_condition_ends_as_without_the_callback(tmp_path: Path) -> None:
+    runs = {}
+    # Without: the same callbacks, turned off (so the output may be compared whole).
+    for name in ("with", "without"):
+        out = tmp_path / name / "out"
+        out.mkdir(parents=True)
+        text = play(
+            tmp_path / name, EVERY_KIND, "t.c.controller_skip", name == "without", out=str(out)
+        )
+        # The undefined condition's error names the file: the same one, not the same path.
+        runs[name] = (text.replace(str(tmp_path / name), "TMP"), registered(out))
+    (with_text, with_registered), (without_text, without_registered) = runs["with"], runs["without"]
+    assert sorted(with_registered) == ["a", "b", "c"]
+    assert with_registered == without_registered
+    assert by_task(with_text) == by_task(without_text)
+    assert "[WARNING]" not in with_text
+    a = with_registered["a"]
+    assert a["r_false"] == {
+        "changed": False,
+        "skipped": True,
+        "skip_reason": "Conditional result was False",
+        "false_condition": False,
+    }
+    assert a["r_magic"]["false_condition"] == "ansible_host == 'b'"
+    assert "skipped" not in with_registered["b"]["r_magic"]  # the magic variable held on b
+    assert a["r_undefined"]["failed"] is True
+    assert with_registered["c"]["r_secret"]["skipped"] is True
+    assert re.search(r"a +: ok=\d+ +changed=1 .*skipped=\d+ +rescued=0 +ignored=1", with_text)
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["controller_skip", "without"])
+def test_a_false_condition_is_decided_in_ansibles_own_process(
+    tmp_path: Path, enabled: bool
+) -> None:
+    log = tmp_path / "seen.log"
+    callbacks = "t.c.controller_skip" if enabled else "ansible.builtin.timer"
+    play(tmp_path, WHO_DECIDES, callbacks, log=str(log))
+    seen = [line.split() for line in log.read_text().splitlines()]
+    false_pids = {pid for pid, value in seen if value == "false"}
+    true_pids = {pid for pid, value in seen if value == "true"}
+    # The true condition: on three hosts, in three workers (its first evaluation here
+    # says it holds; the worker evaluates it again).
+    assert len([1 for _pid, value in seen if value == "false"]) == 3
+    if enabled:
+        assert len(false_pids) == 1, seen  # Ansible's own process, for all three hosts
+        assert false_pids <= {pid for pid, value in seen if value == "true"}, seen
+        assert len(true_pids - false_pids) == 3, seen  # and each worker for the true one
+    else:
+        assert len(false_pids) == 3, seen  # one worker per host
+        assert not false_pids & true_pids, seen
+
+
+def test_turned_off_by_its_variable(tmp_path: Path) -> None:
+    log = tmp_path / "seen.log"
+    play(tmp_path, WHO_DECIDES, "t.c.controller_skip", off=True, log=str(log))
+    false_pids = {ln.split()[0] for ln in log.read_text().splitlines() if ln.endswith(" false")}
+    assert len(false_pids) == 3  # a worker per host, as without the callback
+
+
+def test_the_projects_settings_enable_it() -> None:
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "ansible.cfg")
+    enabled = [c.strip() for c in cfg["defaults"]["callbacks_enabled"].split(",")]
+    assert "gpulab.slurm_cluster.controller_skip" in enabled
+    molecule = yaml.safe_load((ROOT / ".config" / "molecule" / "config.yml").read_text())
+    mirrored = molecule["provisioner"]["config_options"]["defaults"]["callbacks_enabled"]
+    assert "gpulab.slurm_cluster.controller_skip" in [c.strip() for c in mirrored.split(",")]
