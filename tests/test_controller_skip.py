@@ -253,3 +253,23 @@ def test_the_projects_settings_enable_it() -> None:
     molecule = yaml.safe_load((ROOT / ".config" / "molecule" / "config.yml").read_text())
     mirrored = molecule["provisioner"]["config_options"]["defaults"]["callbacks_enabled"]
     assert "gpulab.slurm_cluster.controller_skip" in [c.strip() for c in mirrored.split(",")]
+
+
+@pytest.mark.parametrize(
+    ("version", "switch"), [("2.20.0", None), ("2.18.3", None), ("2.19.14", "0")]
+)
+def test_nothing_is_wrapped_on_another_release_or_when_turned_off(
+    version: str, switch: str | None, monkeypatch
+) -> None:
+    from ansible.plugins.strategy import StrategyBase
+    from ansible_collections.gpulab.slurm_cluster.plugins.callback import controller_skip
+
+    before = StrategyBase.__dict__["_queue_task"]
+    monkeypatch.setattr(controller_skip, "ANSIBLE_VERSION", version)
+    if switch is None:
+        monkeypatch.delenv("GPULAB_CONTROLLER_SKIP", raising=False)
+    else:
+        monkeypatch.setenv("GPULAB_CONTROLLER_SKIP", switch)
+    controller_skip.CallbackModule()
+    assert StrategyBase.__dict__["_queue_task"] is before
+    assert not getattr(before, "controller_skip", False)

@@ -45,8 +45,11 @@ from ansible.utils.display import Display  # noqa: E402
 SUPPORTED = ("2.19.",)
 SKIP_RESULT = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
 LINEAR = "ansible.plugins.strategy.linear"
-_NOT_HERE = frozenset(
-    C._ACTION_ALL_INCLUDE_IMPORT_TASKS + C._ACTION_ALL_PROPER_INCLUDE_IMPORT_ROLES + C._ACTION_META
+# Include, import and meta actions: the strategy handles their results itself.
+_NOT_HERE_NAMES = (
+    "_ACTION_ALL_INCLUDE_IMPORT_TASKS",
+    "_ACTION_ALL_PROPER_INCLUDE_IMPORT_ROLES",
+    "_ACTION_META",
 )
 
 
@@ -55,7 +58,7 @@ def skip_result(host: t.Any, task: t.Any, task_vars: dict, play_context: t.Any, 
     when the worker has to decide (a condition that holds, or anything not handled here)."""
     if not task.when or task.loop is not None or task.loop_with or task.delegate_to:
         return None
-    if task.action in _NOT_HERE:
+    if any(task.action in getattr(C, name, ()) for name in _NOT_HERE_NAMES):
         return None
     # Imported here: only once the callback is enabled on a supported release.
     from ansible._internal._templating._engine import TemplateEngine
