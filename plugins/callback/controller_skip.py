@@ -17,12 +17,13 @@ description:
     task before it forks the worker, with the same variables the worker would get
     (the host's, the task's and the connection's). When it is false, the result the
     worker would have sent (skipped, C(Conditional result was False) and the false
-    condition) is sent without a worker; callbacks, C(register) and the recap see no
-    difference.
-  - Anything else goes to a worker as before, which then decides as it always did
-    a condition that holds or cannot be evaluated here, a task with a loop
-    (its condition is per item), with C(delegate_to), an include, import or meta
-    task, and every task under a strategy other than Ansible's C(linear).
+    condition) is sent without a worker. Callbacks, C(register) and the recap get
+    the same result; only the order in which the hosts' results arrive may differ,
+    as it does between two runs with workers.
+  - These still go to a worker, which decides as it always did. A condition that
+    holds, or that cannot be evaluated here. A task with a loop (its condition is
+    evaluated per item) or with C(delegate_to). An include, import or meta task.
+    Every task under a strategy other than Ansible's C(linear).
   - It only acts on the ansible-core release it was written against (2.19); on
     another it does nothing. E(GPULAB_CONTROLLER_SKIP=0) turns it off for a run.
   - Enable it with C(callbacks_enabled = gpulab.slurm_cluster.controller_skip) in
