@@ -243,63 +243,36 @@ def load_hostprep():
         sys.path.remove(str(ROOT / "molecule" / "shared"))
 
 
+TEST_TOOLS = {"qemu-system-x86_64", "qemu-img", "mkfs.ext4", "ssh", "promtool", "chromium"}
+TEST_PACKAGES = "chromium e2fsprogs openssh-client prometheus qemu-system-x86 qemu-utils"
+
+
 @pytest.mark.parametrize(
-    ("absent", "installed"),
+    ("step", "absent", "installed"),
     [
-        ({"dockerd", "debootstrap"}, ["docker.io", "debootstrap"]),
-        ({"debootstrap"}, ["debootstrap"]),
-        (set(), None),
+        # make demo's (and make test's first): with recommends, as docker.io always was.
+        ("packages", {"dockerd", "debootstrap"}, ["debootstrap", "docker.io"]),
+        ("packages", {"debootstrap"}, ["debootstrap"]),
+        ("packages", set(), None),
+        # make test's second: without recommends.
+        ("test-packages", TEST_TOOLS, ["--no-install-recommends", *TEST_PACKAGES.split()]),
+        ("test-packages", {"promtool"}, ["--no-install-recommends", "prometheus"]),
+        ("test-packages", set(), None),
     ],
 )
-def test_hostprep_packages_is_one_apt_transaction(absent, installed, monkeypatch) -> None:
+def test_hostprep_packages_are_one_apt_transaction(step, absent, installed, monkeypatch) -> None:
     hostprep = load_hostprep()
     ran: list[list[str]] = []
     monkeypatch.setattr(hostprep.shutil, "which", lambda c: None if c in absent else f"/x/{c}")
     monkeypatch.setattr(hostprep.os, "geteuid", lambda: 0)
     monkeypatch.setattr(hostprep, "run", lambda cmd, **_: ran.append(cmd))
-    hostprep.ensure_packages()
+    {"packages": hostprep.ensure_packages, "test-packages": hostprep.ensure_test_packages}[step]()
     if installed is None:
         assert ran == []
     else:
         assert ran == [
             ["apt-get", "update", "-qq"],
             ["apt-get", "install", "-y", "-qq", *installed],
-        ]
-
-
-@pytest.mark.parametrize(
-    ("absent", "installed"),
-    [
-        (
-            {"qemu-system-x86_64", "qemu-img", "mkfs.ext4", "ssh", "promtool", "chromium"},
-            [
-                "chromium",
-                "e2fsprogs",
-                "openssh-client",
-                "prometheus",
-                "qemu-system-x86",
-                "qemu-utils",
-            ],
-        ),
-        ({"promtool"}, ["prometheus"]),
-        (set(), None),
-    ],
-)
-def test_hostprep_test_packages_is_one_apt_transaction_without_recommends(
-    absent, installed, monkeypatch
-) -> None:
-    hostprep = load_hostprep()
-    ran: list[list[str]] = []
-    monkeypatch.setattr(hostprep.shutil, "which", lambda c: None if c in absent else f"/x/{c}")
-    monkeypatch.setattr(hostprep.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(hostprep, "run", lambda cmd, **_: ran.append(cmd))
-    hostprep.ensure_test_packages()
-    if installed is None:
-        assert ran == []
-    else:
-        assert ran == [
-            ["apt-get", "update", "-qq"],
-            ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *installed],
         ]
 
 

@@ -67,29 +67,14 @@ def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, check=True, **kw)
 
 
-def missing_packages() -> list[str]:
-    return [package for command, package in HOST_PACKAGES.items() if shutil.which(command) is None]
+def missing_packages(wanted: dict[str, str] = HOST_PACKAGES) -> list[str]:
+    """The packages of `wanted` ({command: package}) whose command is not on PATH."""
+    return sorted({package for command, package in wanted.items() if shutil.which(command) is None})
 
 
-def ensure_packages() -> None:
-    """One apt-get transaction (one dpkg lock) for what the docker and image steps install."""
-    missing = missing_packages()
-    if not missing:
-        log(f"{' and '.join(HOST_PACKAGES.values())} are installed")
-        return
-    if os.geteuid() != 0:
-        sys.exit(f"hostprep: {' '.join(missing)} missing; run as root or install it")
-    log(f"installing {' '.join(missing)}")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    run(["apt-get", "update", "-qq"], env=env)
-    # With recommends, as docker.io was always installed here (apparmor, xz-utils).
-    run(["apt-get", "install", "-y", "-qq", *missing], env=env)
-
-
-def ensure_test_packages() -> None:
-    """One apt-get transaction, without recommends, for what only make test uses."""
-    wanted = {**vm.HOST_PACKAGES, **TEST_PACKAGES}
-    missing = sorted({pkg for tool, pkg in wanted.items() if shutil.which(tool) is None})
+def apt_install(wanted: dict[str, str], recommends: bool) -> None:
+    """One apt-get transaction (one dpkg lock) for the packages of `wanted` that are missing."""
+    missing = missing_packages(wanted)
     if not missing:
         log(f"{', '.join(sorted(set(wanted.values())))} are installed")
         return
@@ -98,7 +83,19 @@ def ensure_test_packages() -> None:
     log(f"installing {' '.join(missing)}")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     run(["apt-get", "update", "-qq"], env=env)
-    run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing], env=env)
+    without = [] if recommends else ["--no-install-recommends"]
+    run(["apt-get", "install", "-y", "-qq", *without, *missing], env=env)
+
+
+def ensure_packages() -> None:
+    """What the docker and image steps install. With recommends, as docker.io was
+    always installed here (apparmor, xz-utils)."""
+    apt_install(HOST_PACKAGES, recommends=True)
+
+
+def ensure_test_packages() -> None:
+    """What only make test uses (qemu's for the VMs, promtool, chromium), without recommends."""
+    apt_install({**vm.HOST_PACKAGES, **TEST_PACKAGES}, recommends=False)
 
 
 def docker_up() -> bool:
