@@ -47,11 +47,20 @@ SUPPORTED = ("2.19.",)
 SKIP_RESULT = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
 LINEAR = "ansible.plugins.strategy.linear"
 # Include, import and meta actions: the strategy handles their results itself.
-_NOT_HERE_NAMES = (
-    "_ACTION_ALL_INCLUDE_IMPORT_TASKS",
-    "_ACTION_ALL_PROPER_INCLUDE_IMPORT_ROLES",
-    "_ACTION_META",
+# Read with defaults: the module loads on any release, and acts on 2.19 only.
+_NOT_HERE = frozenset(
+    action
+    for name in (
+        "_ACTION_ALL_INCLUDE_IMPORT_TASKS",
+        "_ACTION_ALL_PROPER_INCLUDE_IMPORT_ROLES",
+        "_ACTION_META",
+    )
+    for action in getattr(C, name, ())
 )
+try:  # ansible-core 2.19's template engine; another release has none here
+    from ansible._internal._templating._engine import TemplateEngine
+except ImportError:
+    TemplateEngine = None
 
 
 def skip_result(host: t.Any, task: t.Any, task_vars: dict, play_context: t.Any, loader: t.Any):
@@ -59,11 +68,8 @@ def skip_result(host: t.Any, task: t.Any, task_vars: dict, play_context: t.Any, 
     when the worker has to decide (a condition that holds, or anything not handled here)."""
     if not task.when or task.loop is not None or task.loop_with or task.delegate_to:
         return None
-    if any(task.action in getattr(C, name, ()) for name in _NOT_HERE_NAMES):
+    if task.action in _NOT_HERE:
         return None
-    # Imported here: only once the callback is enabled on a supported release.
-    from ansible._internal._templating._engine import TemplateEngine
-
     try:
         templar = TemplateEngine(loader=loader, variables=task_vars)
         variables = task_vars.copy()
