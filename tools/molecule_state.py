@@ -36,7 +36,7 @@ def container_exists(name: str) -> bool:
     return done.returncode == 0
 
 
-def gone(listing: str, exists: Callable[[str], bool] = container_exists) -> list[str]:
+def gone(listing: str, exists: Callable[[str], bool]) -> list[str]:
     """The created instances whose container Docker does not have."""
     return [name for name in created_instances(listing) if not exists(name)]
 

@@ -67,7 +67,7 @@ def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, check=True, **kw)
 
 
-def missing_packages(wanted: dict[str, str] = HOST_PACKAGES) -> list[str]:
+def missing_packages(wanted: dict[str, str]) -> list[str]:
     """The packages of `wanted` ({command: package}) whose command is not on PATH."""
     return sorted({package for command, package in wanted.items() if shutil.which(command) is None})
 
