@@ -10,20 +10,14 @@ decided in Ansible's own process, a true one in the workers.
 
 from __future__ import annotations
 
-import configparser
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
+import throwaway
 
 ROOT = Path(__file__).resolve().parents[1]
-PLUGINS = ROOT / "plugins"
 
 # A test plugin that appends the evaluating process's pid to a file.
 TEST_PLUGIN = """\
@@ -128,52 +122,14 @@ WHO_DECIDES = """\
 """
 
 
-def throwaway_collection(root: Path) -> Path:
-    coll = root / "ansible_collections" / "t" / "c"
-    (coll / "plugins" / "test").mkdir(parents=True)
-    (coll / "plugins" / "callback").mkdir()
-    (coll / "galaxy.yml").write_text(
-        "namespace: t\nname: c\nversion: 1.0.0\nreadme: README.md\nauthors: [t]\n"
-    )
-    (coll / "plugins" / "test" / "seen.py").write_text(TEST_PLUGIN)
-    shutil.copy(
-        PLUGINS / "callback" / "controller_skip.py",
-        coll / "plugins" / "callback" / "controller_skip.py",
-    )
-    return root
-
-
 def play(tmp_path: Path, playbook: str, callbacks: str, off: bool = False, **extra: str) -> str:
-    """A real ansible-playbook run on three local hosts; its output, task timings dropped."""
-    collections = throwaway_collection(tmp_path / "coll")
-    lines = [
-        f"{h} ansible_connection=local ansible_python_interpreter={sys.executable}" for h in "abc"
-    ]
-    (tmp_path / "hosts.ini").write_text("[all]\n" + "\n".join(lines) + "\n")
-    (tmp_path / "play.yml").write_text(playbook)
+    """A real ansible-playbook run on three local hosts; its output."""
+    collections = throwaway.collection(
+        tmp_path / "coll", {"test/seen.py": TEST_PLUGIN}, "controller_skip"
+    )
     (tmp_path / "never.yml").write_text("- ansible.builtin.fail:\n")
-    (tmp_path / "ansible.cfg").write_text("[defaults]\n")
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(tmp_path / "ansible.cfg"),
-        ANSIBLE_COLLECTIONS_PATH=str(collections),
-        ANSIBLE_CALLBACKS_ENABLED=callbacks,
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_FORKS="3",
-        ANSIBLE_LOCALHOST_WARNING="0",
-    )
-    env.pop("GPULAB_CONTROLLER_SKIP", None)
-    if off:
-        env["GPULAB_CONTROLLER_SKIP"] = "0"
-    binary = Path(sys.executable).parent / "ansible-playbook"
-    argv = [str(binary), "-i", str(tmp_path / "hosts.ini"), str(tmp_path / "play.yml")]
-    for key, value in extra.items():
-        argv += ["-e", f"{key}={value}"]
-    out = subprocess.run(
-        argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180, check=False
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    return out.stdout + out.stderr
+    env = {"GPULAB_CONTROLLER_SKIP": "0" if off else "1", "ANSIBLE_LOCALHOST_WARNING": "0"}
+    return throwaway.play(tmp_path, playbook, "abc", collections, callbacks, env, extra)
 
 
 def by_task(text: str) -> list[list[str]]:
@@ -246,13 +202,9 @@ def test_turned_off_by_its_variable(tmp_path: Path) -> None:
 
 
 def test_the_projects_settings_enable_it() -> None:
-    cfg = configparser.ConfigParser()
-    cfg.read(ROOT / "ansible.cfg")
-    enabled = [c.strip() for c in cfg["defaults"]["callbacks_enabled"].split(",")]
-    assert "gpulab.slurm_cluster.controller_skip" in enabled
-    molecule = yaml.safe_load((ROOT / ".config" / "molecule" / "config.yml").read_text())
-    mirrored = molecule["provisioner"]["config_options"]["defaults"]["callbacks_enabled"]
-    assert "gpulab.slurm_cluster.controller_skip" in [c.strip() for c in mirrored.split(",")]
+    ansible_cfg, molecule = throwaway.project_callbacks()
+    assert "gpulab.slurm_cluster.controller_skip" in ansible_cfg
+    assert "gpulab.slurm_cluster.controller_skip" in molecule
 
 
 @pytest.mark.parametrize(

@@ -8,15 +8,11 @@ worker imports the filter itself.
 
 from __future__ import annotations
 
-import configparser
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
+import throwaway
 from ansible_collections.gpulab.slurm_cluster.plugins.callback import preload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,51 +75,16 @@ def test_names_a_plugin_that_cannot_be_imported(tmp_path: Path, monkeypatch) -> 
     assert "preload_probe_pkg.filter.good" in sys.modules
 
 
-def throwaway_collection(root: Path) -> Path:
-    """ansible_collections/t/c with the callback and one filter; returns the collections path."""
-    coll = root / "ansible_collections" / "t" / "c"
-    (coll / "plugins" / "filter").mkdir(parents=True)
-    (coll / "plugins" / "callback").mkdir()
-    (coll / "galaxy.yml").write_text(
-        "namespace: t\nname: c\nversion: 1.0.0\nreadme: README.md\nauthors: [t]\n"
-    )
-    (coll / "plugins" / "filter" / "imported_by.py").write_text(FILTER)
-    shutil.copy(PLUGINS / "callback" / "preload.py", coll / "plugins" / "callback" / "preload.py")
-    return root
-
-
 def imported_by(tmp_path: Path, callbacks: str) -> list[str]:
     """The pid each task on each host saw, from a real ansible-playbook run."""
-    collections = throwaway_collection(tmp_path / "coll")
-    (tmp_path / "hosts.ini").write_text(
-        f"[all]\na ansible_connection=local ansible_python_interpreter={sys.executable}\n"
-        f"b ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+    collections = throwaway.collection(
+        tmp_path / "coll", {"filter/imported_by.py": FILTER}, "preload"
     )
-    (tmp_path / "play.yml").write_text(PLAYBOOK)
-    (tmp_path / "ansible.cfg").write_text("[defaults]\n")
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(tmp_path / "ansible.cfg"),
-        ANSIBLE_COLLECTIONS_PATH=str(collections),
-        ANSIBLE_CALLBACKS_ENABLED=callbacks,
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_FORKS="2",
-    )
-    binary = Path(sys.executable).parent / "ansible-playbook"
-    out = subprocess.run(
-        [str(binary), "-i", str(tmp_path / "hosts.ini"), str(tmp_path / "play.yml")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "[WARNING]" not in out.stdout + out.stderr
+    out = throwaway.play(tmp_path, PLAYBOOK, "ab", collections, callbacks, timeout=120)
+    assert "[WARNING]" not in out
     return [
         line.split("imported by ")[1].strip('"')
-        for line in out.stdout.splitlines()
+        for line in out.splitlines()
         if "imported by " in line
     ]
 
@@ -139,10 +100,6 @@ def test_workers_share_the_one_import_only_with_the_callback(tmp_path: Path, ena
 
 
 def test_the_projects_settings_enable_it() -> None:
-    cfg = configparser.ConfigParser()
-    cfg.read(ROOT / "ansible.cfg")
-    enabled = [c.strip() for c in cfg["defaults"]["callbacks_enabled"].split(",")]
-    assert "gpulab.slurm_cluster.preload" in enabled
-    molecule = yaml.safe_load((ROOT / ".config" / "molecule" / "config.yml").read_text())
-    mirrored = molecule["provisioner"]["config_options"]["defaults"]["callbacks_enabled"]
-    assert "gpulab.slurm_cluster.preload" in [c.strip() for c in mirrored.split(",")]
+    ansible_cfg, molecule = throwaway.project_callbacks()
+    assert "gpulab.slurm_cluster.preload" in ansible_cfg
+    assert "gpulab.slurm_cluster.preload" in molecule
