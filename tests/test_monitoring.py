@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -604,3 +605,20 @@ def test_report_tasks_push_metrics_only_when_changed(tmp_path: Path) -> None:
     assert "changed=0" in second.stdout and "skipped=2" in second.stdout
     off = playbook(tmp_path, results, "-e", "monitoring_enabled=false")
     assert "changed=0" in off.stdout and off.returncode == 0
+
+
+def test_the_stamp_covers_every_template_the_role_writes() -> None:
+    """The probe's stamp hashes templates/monitoring-digest.j2, which includes the
+    templates the role writes: one written and not included would change on the
+    nodes without the stamp noticing, and a rerun would skip it."""
+    written = set()
+    for tasks in (ROLE / "tasks").glob("*.yml"):
+        written |= set(
+            re.findall(r"lookup\('ansible\.builtin\.template', '([^']+)'", tasks.read_text())
+        )
+    digest = (ROLE / "templates" / "monitoring-digest.j2").read_text()
+    included = set(re.findall(r"\{% include '([^']+)' %\}", digest))
+    assert written, "no template found in the role's tasks"
+    assert included == written, (sorted(written - included), sorted(included - written))
+    for name in included:
+        assert (ROLE / "templates" / name).is_file(), name
