@@ -94,14 +94,18 @@ EVERY_KIND = """\
     - name: An include
       ansible.builtin.include_tasks: never.yml
       when: false
+    - name: An include on c only
+      ansible.builtin.include_tasks: on_c.yml
+      when: inventory_hostname == 'c'
     - name: Keep what each task registered
       ansible.builtin.copy:
         dest: "{{ out }}/{{ inventory_hostname }}.json"
         content: >-
           {{ dict(['r_false', 'r_a', 'r_magic', 'r_loop', 'r_fact', 'r_list',
-                   'r_undefined', 'r_delegated', 'r_secret']
+                   'r_undefined', 'r_delegated', 'r_secret', 'r_included']
                   | zip([r_false, r_a, r_magic, r_loop, r_fact, r_list,
-                         r_undefined, r_delegated, r_secret])) | to_nice_json }}
+                         r_undefined, r_delegated, r_secret,
+                         r_included | default('not included')])) | to_nice_json }}
         mode: "0644"
       delegate_to: localhost
 """
@@ -119,6 +123,9 @@ WHO_DECIDES = """\
       ansible.builtin.debug:
         msg: ran
       when: "not ('true' is t.c.seen(log))"
+    - name: A false include
+      ansible.builtin.include_tasks: never.yml
+      when: "'include' is t.c.seen(log)"
 """
 
 
@@ -128,6 +135,9 @@ def play(tmp_path: Path, playbook: str, callbacks: str, off: bool = False, **ext
         tmp_path / "coll", {"test/seen.py": TEST_PLUGIN}, "controller_skip"
     )
     (tmp_path / "never.yml").write_text("- ansible.builtin.fail:\n")
+    (tmp_path / "on_c.yml").write_text(
+        "- ansible.builtin.set_fact:\n    r_included: '{{ inventory_hostname }}'\n"
+    )
     env = {"GPULAB_CONTROLLER_SKIP": "0" if off else "1", "ANSIBLE_LOCALHOST_WARNING": "0"}
     return throwaway.play(tmp_path, playbook, "abc", collections, callbacks, env, extra)
 
@@ -169,6 +179,7 @@ def test_every_kind_of_condition_ends_as_without_the_callback(tmp_path: Path) ->
     assert "skipped" not in with_registered["b"]["r_magic"]  # the magic variable held on b
     assert a["r_undefined"]["failed"] is True
     assert with_registered["c"]["r_secret"]["skipped"] is True
+    assert [with_registered[h]["r_included"] for h in "abc"] == ["not included"] * 2 + ["c"]
     assert re.search(r"a +: ok=\d+ +changed=1 .*skipped=\d+ +rescued=0 +ignored=1", with_text)
 
 
@@ -185,6 +196,10 @@ def test_a_false_condition_is_decided_in_ansibles_own_process(
     # The true condition: on three hosts, in three workers (its first evaluation here
     # says it holds; the worker evaluates it again).
     assert len([1 for _pid, value in seen if value == "false"]) == 3
+    include_pids = [pid for pid, value in seen if value == "include"]
+    assert len(include_pids) == 3, seen
+    # A false include, like any false condition: here, or in a worker per host.
+    assert len(set(include_pids)) == (1 if enabled else 3), seen
     if enabled:
         assert len(false_pids) == 1, seen  # Ansible's own process, for all three hosts
         assert false_pids <= {pid for pid, value in seen if value == "true"}, seen

@@ -22,8 +22,11 @@ description:
     as it does between two runs with workers.
   - These still go to a worker, which decides as it always did. A condition that
     holds, or that cannot be evaluated here. A task with a loop (its condition is
-    evaluated per item) or with C(delegate_to). An include, import or meta task.
-    Every task under a strategy other than Ansible's C(linear).
+    evaluated per item) or with C(delegate_to). Every task under a strategy other
+    than Ansible's C(linear). (Import and meta tasks never reach a worker.)
+  - An C(include_tasks) or C(include_role) whose condition is false is skipped here
+    too. Its worker would send the same skipped result, and Ansible expands no file
+    from a skipped include.
   - It only acts on the ansible-core release it was written against (2.19); on
     another it does nothing. E(GPULAB_CONTROLLER_SKIP=0) turns it off for a run.
   - Enable it with C(callbacks_enabled = gpulab.slurm_cluster.controller_skip) in
@@ -46,15 +49,13 @@ from ansible.utils.display import Display  # noqa: E402
 SUPPORTED = ("2.19.",)
 SKIP_RESULT = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
 LINEAR = "ansible.plugins.strategy.linear"
-# Include, import and meta actions: the strategy handles their results itself.
+# Import and meta actions: the strategy handles them itself, no worker runs them.
+# (An include's false condition is decided here: the worker returns the same
+# skipped result for it, and the strategy expands no file from a skipped one.)
 # Read with defaults: the module loads on any release, and acts on 2.19 only.
 _NOT_HERE = frozenset(
     action
-    for name in (
-        "_ACTION_ALL_INCLUDE_IMPORT_TASKS",
-        "_ACTION_ALL_PROPER_INCLUDE_IMPORT_ROLES",
-        "_ACTION_META",
-    )
+    for name in ("_ACTION_IMPORT_TASKS", "_ACTION_IMPORT_ROLE", "_ACTION_META")
     for action in getattr(C, name, ())
 )
 try:  # ansible-core 2.19's template engine; another release has none here
