@@ -35,6 +35,20 @@ class TestModule:
         return {"seen": seen}
 """
 
+# A playbook's own action plugin named set_fact: records the process running it.
+OWN_SET_FACT = """\
+import os
+
+from ansible.plugins.action import ActionBase
+
+
+class ActionModule(ActionBase):
+    def run(self, tmp=None, task_vars=None):
+        with open(self._task.args["log"], "a") as out:
+            out.write(f"{os.getpid()} own\\n")
+        return {"changed": False}
+"""
+
 EVERY_KIND = """\
 - name: Every kind of condition
   hosts: all
@@ -91,6 +105,20 @@ EVERY_KIND = """\
       no_log: true
       when: inventory_hostname == 'q'
       register: r_secret
+    - name: An assert that fails on b
+      ansible.builtin.assert:
+        that: inventory_hostname != 'b'
+        fail_msg: "{{ inventory_hostname }} fails"
+      register: r_assert
+      ignore_errors: true
+    - name: Arguments checked against a spec
+      ansible.builtin.validate_argument_spec:
+        argument_spec:
+          word: {type: int}
+        provided_arguments:
+          word: "{{ inventory_hostname }}"
+      register: r_spec
+      ignore_errors: true
     - name: An include
       ansible.builtin.include_tasks: never.yml
       when: false
@@ -102,10 +130,11 @@ EVERY_KIND = """\
         dest: "{{ out }}/{{ inventory_hostname }}.json"
         content: >-
           {{ dict(['r_false', 'r_a', 'r_magic', 'r_loop', 'r_fact', 'r_list',
-                   'r_undefined', 'r_delegated', 'r_secret', 'r_included']
+                   'r_undefined', 'r_delegated', 'r_secret', 'r_included', 'r_assert', 'r_spec']
                   | zip([r_false, r_a, r_magic, r_loop, r_fact, r_list,
                          r_undefined, r_delegated, r_secret,
-                         r_included | default('not included')])) | to_nice_json }}
+                         r_included | default('not included'), r_assert, r_spec]))
+             | to_nice_json }}
         mode: "0644"
       delegate_to: localhost
 """
@@ -120,9 +149,11 @@ WHO_DECIDES = """\
         msg: never
       when: "'false' is t.c.seen(log)"
     - name: True
-      ansible.builtin.debug:
-        msg: ran
+      ansible.builtin.ping:
       when: "not ('true' is t.c.seen(log))"
+    - name: A task that needs no host
+      ansible.builtin.set_fact:
+        hostless: "{{ 'hostless' is t.c.seen(log) }}"
     - name: A false include
       ansible.builtin.include_tasks: never.yml
       when: "'include' is t.c.seen(log)"
@@ -180,7 +211,14 @@ def test_every_kind_of_condition_ends_as_without_the_callback(tmp_path: Path) ->
     assert a["r_undefined"]["failed"] is True
     assert with_registered["c"]["r_secret"]["skipped"] is True
     assert [with_registered[h]["r_included"] for h in "abc"] == ["not included"] * 2 + ["c"]
-    assert re.search(r"a +: ok=\d+ +changed=1 .*skipped=\d+ +rescued=0 +ignored=1", with_text)
+    assert [with_registered[h]["r_assert"].get("failed", False) for h in "abc"] == [
+        False,
+        True,
+        False,
+    ]
+    assert with_registered["b"]["r_assert"]["msg"] == "b fails"
+    assert with_registered["a"]["r_spec"]["failed"] is True  # 'a' is not an int
+    assert re.search(r"a +: ok=\d+ +changed=1 .*skipped=\d+ +rescued=0 +ignored=2", with_text)
 
 
 @pytest.mark.parametrize("enabled", [True, False], ids=["controller_skip", "without"])
@@ -196,6 +234,11 @@ def test_a_false_condition_is_decided_in_ansibles_own_process(
     # The true condition: on three hosts, in three workers (its first evaluation here
     # says it holds; the worker evaluates it again).
     assert len([1 for _pid, value in seen if value == "false"]) == 3
+    # A task that needs no host (set_fact): run here too, for every host.
+    hostless_pids = [pid for pid, value in seen if value == "hostless"]
+    assert len(hostless_pids) == 3, seen
+    assert set(hostless_pids) == (false_pids if enabled else set(hostless_pids)), seen
+    assert len(set(hostless_pids)) == (1 if enabled else 3), seen
     include_pids = [pid for pid, value in seen if value == "include"]
     assert len(include_pids) == 3, seen
     # A false include, like any false condition: here, or in a worker per host.
@@ -207,6 +250,39 @@ def test_a_false_condition_is_decided_in_ansibles_own_process(
     else:
         assert len(false_pids) == 3, seen  # one worker per host
         assert not false_pids & true_pids, seen
+
+
+def test_hostless_tasks_go_to_workers_when_turned_off(tmp_path: Path) -> None:
+    log = tmp_path / "seen.log"
+    collections = throwaway.collection(
+        tmp_path / "coll", {"test/seen.py": TEST_PLUGIN}, "controller_skip"
+    )
+    (tmp_path / "never.yml").write_text("- ansible.builtin.fail:\n")
+    env = {"GPULAB_CONTROLLER_RUN": "0", "ANSIBLE_LOCALHOST_WARNING": "0"}
+    throwaway.play(
+        tmp_path, WHO_DECIDES, "abc", collections, "t.c.controller_skip", env, {"log": str(log)}
+    )
+    seen = [line.split() for line in log.read_text().splitlines()]
+    assert len({pid for pid, value in seen if value == "false"}) == 1, seen  # still skipped here
+    assert len({pid for pid, value in seen if value == "hostless"}) == 3, seen  # one worker each
+
+
+def test_a_playbooks_own_action_of_the_same_name_goes_to_a_worker(tmp_path: Path) -> None:
+    """A short name may be the playbook's own action plugin: only ansible.builtin's
+    hostless actions run in Ansible's process."""
+    log = tmp_path / "seen.log"
+    (tmp_path / "action_plugins").mkdir()
+    (tmp_path / "action_plugins" / "set_fact.py").write_text(OWN_SET_FACT)
+    collections = throwaway.collection(tmp_path / "coll", {}, "controller_skip")
+    env = {"ANSIBLE_LOCALHOST_WARNING": "0"}
+    playbook = (
+        "- hosts: all\n  gather_facts: false\n  tasks:\n    - set_fact:\n        log: '{{ log }}'\n"
+    )
+    throwaway.play(
+        tmp_path, playbook, "abc", collections, "t.c.controller_skip", env, {"log": str(log)}
+    )
+    pids = {line.split()[0] for line in log.read_text().splitlines()}
+    assert len(pids) == 3, pids  # a worker per host
 
 
 def test_turned_off_by_its_variable(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ name: controller_skip
 author: slurm-cluster-in-a-box contributors (@gpulab)
 version_added: 0.1.0
 type: aggregate
-short_description: Skip a task whose condition is false without forking a worker for it
+short_description: Skip the worker where Ansible's own process gives the same result
 description:
   - Ansible forks a worker process for every task on every host, and the worker
     evaluates the task's C(when) first. On a no-change C(site.yml) rerun about half
@@ -27,8 +27,15 @@ description:
   - An C(include_tasks) or C(include_role) whose condition is false is skipped here
     too. Its worker would send the same skipped result, and Ansible expands no file
     from a skipped include.
+  - A task that needs no host runs here too, as its worker would run it (Ansible's
+    task executor, on a copy of the task). These are ansible-core's own C(set_fact),
+    C(assert), C(debug), C(fail) and C(validate_argument_spec) (not a playbook's own
+    action of the same name), without a loop, C(delegate_to), C(async) or C(until).
+    Their worker only templates the arguments and returns a result; about a third of a
+    no-change C(site.yml) rerun's tasks are such. E(GPULAB_CONTROLLER_RUN=0) sends them
+    to workers again.
   - It only acts on the ansible-core release it was written against (2.19); on
-    another it does nothing. E(GPULAB_CONTROLLER_SKIP=0) turns it off for a run.
+    another it does nothing. E(GPULAB_CONTROLLER_SKIP=0) turns all of it off for a run.
   - Enable it with C(callbacks_enabled = gpulab.slurm_cluster.controller_skip) in
     ansible.cfg (the project's ansible.cfg does).
 requirements:
@@ -57,6 +64,12 @@ _NOT_HERE = frozenset(
     action
     for name in ("_ACTION_IMPORT_TASKS", "_ACTION_IMPORT_ROLE", "_ACTION_META")
     for action in getattr(C, name, ())
+)
+# Actions that need no host: their worker only templates their arguments and
+# returns a result (no connection is opened, no file is read or written).
+HOSTLESS = frozenset(
+    f"ansible.builtin.{name}"
+    for name in ("set_fact", "assert", "debug", "fail", "validate_argument_spec")
 )
 try:  # ansible-core 2.19's template engine; another release has none here
     from ansible._internal._templating._engine import TemplateEngine
@@ -92,6 +105,55 @@ def skip_result(host: t.Any, task: t.Any, task_vars: dict, play_context: t.Any, 
     return result
 
 
+_resolved: dict[tuple, str] = {}
+
+
+def resolved(task: t.Any) -> str:
+    """The action plugin a task runs, by its full name (a short name may be a
+    playbook's own action_plugins/, which is not ansible.builtin's)."""
+    key = (task.action, tuple(task.collections or ()))
+    if key not in _resolved:
+        from ansible.plugins.loader import action_loader
+
+        context = action_loader.find_plugin_with_context(
+            task.action, collection_list=task.collections
+        )
+        _resolved[key] = context.resolved_fqcn if context.resolved else ""
+    return _resolved[key]
+
+
+def run_here(strategy: t.Any, host: t.Any, task: t.Any, task_vars: dict, play_context: t.Any):
+    """(result, task fields) of a task that needs no host, run in this process as its
+    worker would run it (on a copy of the task: the worker's own is a copy too), or
+    None when it has to go to a worker. No loop, delegation, async or retries: a
+    retry's delay would stop every other host's work here."""
+    if os.environ.get("GPULAB_CONTROLLER_RUN", "1") == "0":
+        return None
+    if task.loop is not None or task.loop_with or task.delegate_to or task.async_val or task.until:
+        return None
+    try:
+        if resolved(task) not in HOSTLESS:
+            return None
+        from ansible.executor.task_executor import TaskExecutor
+        from ansible.plugins import loader
+
+        copy = task.copy(exclude_parent=False, exclude_tasks=False)
+        executor = TaskExecutor(
+            host,
+            copy,
+            dict(task_vars),
+            play_context,
+            strategy._loader,
+            loader.get_plugin_loader_namespace(),
+            strategy._final_q,
+            strategy._variable_manager,
+        )
+    except Exception:  # anything unexpected: the worker's to run, as before
+        return None
+    # TaskExecutor.run turns every error into the task's failed result, as in a worker.
+    return executor.run(), copy.dump_attrs()
+
+
 def install(strategy_base: t.Any, raw_task_result: t.Any) -> None:
     """Wrap StrategyBase._queue_task: a false condition sends the worker's result itself."""
     queue_task = strategy_base._queue_task
@@ -99,9 +161,11 @@ def install(strategy_base: t.Any, raw_task_result: t.Any) -> None:
         return
 
     def _queue_task(self, host, task, task_vars, play_context):
-        result = None
+        result = fields = None
         if type(self).__module__ == LINEAR:
             result = skip_result(host, task, task_vars, play_context, self._loader)
+            if result is None and (ran := run_here(self, host, task, task_vars, play_context)):
+                result, fields = ran
         if result is None:
             return queue_task(self, host, task, task_vars, play_context)
         # What the base method records and sends around a worker's start.
@@ -113,7 +177,12 @@ def install(strategy_base: t.Any, raw_task_result: t.Any) -> None:
         }
         self._tqm.send_callback("v2_runner_on_start", host, task)
         self._final_q.send_task_result(
-            raw_task_result(host=host, task=task, return_data=result, task_fields=task.dump_attrs())
+            raw_task_result(
+                host=host,
+                task=task,
+                return_data=result,
+                task_fields=task.dump_attrs() if fields is None else fields,
+            )
         )
         self._pending_results += 1
         return None
