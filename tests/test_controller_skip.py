@@ -154,6 +154,11 @@ WHO_DECIDES = """\
     - name: A task that needs no host
       ansible.builtin.set_fact:
         hostless: "{{ 'hostless' is t.c.seen(log) }}"
+    - name: The same with retries (their delay would hold Ansible's own process)
+      ansible.builtin.set_fact:
+        retried: "{{ 'retried' is t.c.seen(log) }}"
+      retries: 1
+      delay: 0
     - name: A false include
       ansible.builtin.include_tasks: never.yml
       when: "'include' is t.c.seen(log)"
@@ -239,6 +244,8 @@ def test_a_false_condition_is_decided_in_ansibles_own_process(
     assert len(hostless_pids) == 3, seen
     assert set(hostless_pids) == (false_pids if enabled else set(hostless_pids)), seen
     assert len(set(hostless_pids)) == (1 if enabled else 3), seen
+    retried_pids = {pid for pid, value in seen if value == "retried"}
+    assert len(retried_pids) == 3 and not retried_pids & false_pids, seen  # workers, always
     include_pids = [pid for pid, value in seen if value == "include"]
     assert len(include_pids) == 3, seen
     # A false include, like any false condition: here, or in a worker per host.

@@ -30,7 +30,7 @@ description:
   - A task that needs no host runs here too, as its worker would run it (Ansible's
     task executor, on a copy of the task). These are ansible-core's own C(set_fact),
     C(assert), C(debug), C(fail) and C(validate_argument_spec) (not a playbook's own
-    action of the same name), without a loop, C(delegate_to), C(async) or C(until).
+    action of the same name), without a loop, C(delegate_to), C(async) or retries.
     Their worker only templates the arguments and returns a result; about a third of a
     no-change C(site.yml) rerun's tasks are such. E(GPULAB_CONTROLLER_RUN=0) sends them
     to workers again.
@@ -122,14 +122,16 @@ def resolved(task: t.Any) -> str:
     return _resolved[key]
 
 
-def run_here(strategy: t.Any, host: t.Any, task: t.Any, task_vars: dict, play_context: t.Any):
-    """(result, task fields) of a task that needs no host, run in this process as its
-    worker would run it (on a copy of the task: the worker's own is a copy too), or
-    None when it has to go to a worker. No loop, delegation, async or retries: a
-    retry's delay would stop every other host's work here."""
+def executor_here(strategy: t.Any, host: t.Any, task: t.Any, task_vars: dict, play_context: t.Any):
+    """A task executor for a task that needs no host, to run in this process as its
+    worker would run it (on a copy of the task: the worker's own is a copy too), with
+    that copy; or None when the task has to go to a worker. No loop, delegation,
+    async or retries: a retry's delay would stop every other host's work here."""
     if os.environ.get("GPULAB_CONTROLLER_RUN", "1") == "0":
         return None
-    if task.loop is not None or task.loop_with or task.delegate_to or task.async_val or task.until:
+    if task.loop is not None or task.loop_with or task.delegate_to or task.async_val:
+        return None
+    if task.until or task.retries is not None:
         return None
     try:
         if resolved(task) not in HOSTLESS:
@@ -150,23 +152,23 @@ def run_here(strategy: t.Any, host: t.Any, task: t.Any, task_vars: dict, play_co
         )
     except Exception:  # anything unexpected: the worker's to run, as before
         return None
-    # TaskExecutor.run turns every error into the task's failed result, as in a worker.
-    return executor.run(), copy.dump_attrs()
+    return executor, copy
 
 
 def install(strategy_base: t.Any, raw_task_result: t.Any) -> None:
-    """Wrap StrategyBase._queue_task: a false condition sends the worker's result itself."""
+    """Wrap StrategyBase._queue_task: a false condition, or a task that needs no host,
+    sends the worker's result itself."""
     queue_task = strategy_base._queue_task
     if getattr(queue_task, "controller_skip", False):
         return
 
     def _queue_task(self, host, task, task_vars, play_context):
-        result = fields = None
+        result = here = None
         if type(self).__module__ == LINEAR:
             result = skip_result(host, task, task_vars, play_context, self._loader)
-            if result is None and (ran := run_here(self, host, task, task_vars, play_context)):
-                result, fields = ran
-        if result is None:
+            if result is None:
+                here = executor_here(self, host, task, task_vars, play_context)
+        if result is None and here is None:
             return queue_task(self, host, task, task_vars, play_context)
         # What the base method records and sends around a worker's start.
         self._queued_task_cache[(host.name, task._uuid)] = {
@@ -176,6 +178,11 @@ def install(strategy_base: t.Any, raw_task_result: t.Any) -> None:
             "play_context": play_context,
         }
         self._tqm.send_callback("v2_runner_on_start", host, task)
+        fields = None
+        if here is not None:  # run now, after the start as with a worker
+            executor, copy = here
+            # TaskExecutor.run turns every error into the task's failed result.
+            result, fields = executor.run(), copy.dump_attrs()
         self._final_q.send_task_result(
             raw_task_result(
                 host=host,
