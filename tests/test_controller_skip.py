@@ -165,7 +165,14 @@ WHO_DECIDES = """\
 """
 
 
-def play(tmp_path: Path, playbook: str, callbacks: str, off: bool = False, **extra: str) -> str:
+def play(
+    tmp_path: Path,
+    playbook: str,
+    callbacks: str,
+    off: bool = False,
+    env: dict[str, str] | None = None,
+    **extra: str,
+) -> str:
     """A real ansible-playbook run on three local hosts; its output."""
     collections = throwaway.collection(
         tmp_path / "coll", {"test/seen.py": TEST_PLUGIN}, "controller_skip"
@@ -174,7 +181,11 @@ def play(tmp_path: Path, playbook: str, callbacks: str, off: bool = False, **ext
     (tmp_path / "on_c.yml").write_text(
         "- ansible.builtin.set_fact:\n    r_included: '{{ inventory_hostname }}'\n"
     )
-    env = {"GPULAB_CONTROLLER_SKIP": "0" if off else "1", "ANSIBLE_LOCALHOST_WARNING": "0"}
+    env = {
+        "GPULAB_CONTROLLER_SKIP": "0" if off else "1",
+        "ANSIBLE_LOCALHOST_WARNING": "0",
+        **(env or {}),
+    }
     return throwaway.play(tmp_path, playbook, "abc", collections, callbacks, env, extra)
 
 
@@ -261,13 +272,12 @@ def test_a_false_condition_is_decided_in_ansibles_own_process(
 
 def test_hostless_tasks_go_to_workers_when_turned_off(tmp_path: Path) -> None:
     log = tmp_path / "seen.log"
-    collections = throwaway.collection(
-        tmp_path / "coll", {"test/seen.py": TEST_PLUGIN}, "controller_skip"
-    )
-    (tmp_path / "never.yml").write_text("- ansible.builtin.fail:\n")
-    env = {"GPULAB_CONTROLLER_RUN": "0", "ANSIBLE_LOCALHOST_WARNING": "0"}
-    throwaway.play(
-        tmp_path, WHO_DECIDES, "abc", collections, "t.c.controller_skip", env, {"log": str(log)}
+    play(
+        tmp_path,
+        WHO_DECIDES,
+        "t.c.controller_skip",
+        env={"GPULAB_CONTROLLER_RUN": "0"},
+        log=str(log),
     )
     seen = [line.split() for line in log.read_text().splitlines()]
     assert len({pid for pid, value in seen if value == "false"}) == 1, seen  # still skipped here
