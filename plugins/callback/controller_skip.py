@@ -46,7 +46,9 @@ import os  # noqa: E402
 import typing as t  # noqa: E402
 
 from ansible import constants as C  # noqa: E402
+from ansible.executor.task_executor import TaskExecutor  # noqa: E402
 from ansible.module_utils.ansible_release import __version__ as ANSIBLE_VERSION  # noqa: E402
+from ansible.plugins import loader as plugin_loader  # noqa: E402
 from ansible.plugins.callback import CallbackBase  # noqa: E402
 from ansible.utils.display import Display  # noqa: E402
 
@@ -113,9 +115,7 @@ def resolved(task: t.Any) -> str:
     playbook's own action_plugins/, which is not ansible.builtin's)."""
     key = (task.action, tuple(task.collections or ()))
     if key not in _resolved:
-        from ansible.plugins.loader import action_loader
-
-        context = action_loader.find_plugin_with_context(
+        context = plugin_loader.action_loader.find_plugin_with_context(
             task.action, collection_list=task.collections
         )
         _resolved[key] = context.resolved_fqcn if context.resolved else ""
@@ -127,8 +127,6 @@ def executor_here(strategy: t.Any, host: t.Any, task: t.Any, task_vars: dict, pl
     worker would run it (on a copy of the task: the worker's own is a copy too), with
     that copy; or None when the task has to go to a worker. No loop, delegation,
     async or retries: a retry's delay would stop every other host's work here."""
-    if os.environ.get("GPULAB_CONTROLLER_RUN", "1") == "0":
-        return None
     if task.loop is not None or task.loop_with or task.delegate_to or task.async_val:
         return None
     if task.until or task.retries is not None:
@@ -136,9 +134,6 @@ def executor_here(strategy: t.Any, host: t.Any, task: t.Any, task_vars: dict, pl
     try:
         if resolved(task) not in HOSTLESS:
             return None
-        from ansible.executor.task_executor import TaskExecutor
-        from ansible.plugins import loader
-
         copy = task.copy(exclude_parent=False, exclude_tasks=False)
         executor = TaskExecutor(
             host,
@@ -146,7 +141,7 @@ def executor_here(strategy: t.Any, host: t.Any, task: t.Any, task_vars: dict, pl
             dict(task_vars),
             play_context,
             strategy._loader,
-            loader.get_plugin_loader_namespace(),
+            plugin_loader.get_plugin_loader_namespace(),
             strategy._final_q,
             strategy._variable_manager,
         )
@@ -155,9 +150,9 @@ def executor_here(strategy: t.Any, host: t.Any, task: t.Any, task_vars: dict, pl
     return executor, copy
 
 
-def install(strategy_base: t.Any, raw_task_result: t.Any) -> None:
-    """Wrap StrategyBase._queue_task: a false condition, or a task that needs no host,
-    sends the worker's result itself."""
+def install(strategy_base: t.Any, raw_task_result: t.Any, hostless: bool = True) -> None:
+    """Wrap StrategyBase._queue_task: a false condition, or (with hostless) a task that
+    needs no host, sends the worker's result itself."""
     queue_task = strategy_base._queue_task
     if getattr(queue_task, "controller_skip", False):
         return
@@ -165,9 +160,11 @@ def install(strategy_base: t.Any, raw_task_result: t.Any) -> None:
     def _queue_task(self, host, task, task_vars, play_context):
         result = here = None
         if type(self).__module__ == LINEAR:
-            result = skip_result(host, task, task_vars, play_context, self._loader)
-            if result is None:
+            # A task run here evaluates its own condition, as in a worker: once.
+            if hostless:
                 here = executor_here(self, host, task, task_vars, play_context)
+            if here is None:
+                result = skip_result(host, task, task_vars, play_context, self._loader)
         if result is None and here is None:
             return queue_task(self, host, task, task_vars, play_context)
         # What the base method records and sends around a worker's start.
@@ -217,4 +214,5 @@ class CallbackModule(CallbackBase):
         from ansible.executor.task_result import _RawTaskResult
         from ansible.plugins.strategy import StrategyBase
 
-        install(StrategyBase, _RawTaskResult)
+        # Read once, not on every task and host.
+        install(StrategyBase, _RawTaskResult, os.environ.get("GPULAB_CONTROLLER_RUN", "1") != "0")
