@@ -58,8 +58,9 @@ from ansible.utils.display import Display  # noqa: E402
 # ansible-core's _TemplateCompileContext and _TemplateConfig read at compile time.
 SUPPORTED = ("2.19.",)
 JINJA_SUPPORTED = ("3.1.",)
-# Distinct strings kept at most (a site.yml run compiles about 600): beyond it,
-# the oldest half is dropped.
+# Distinct strings kept at most (a no-change site.yml rerun on four hosts:
+# about 650 compilations of 110-150 strings in Ansible's own process, 04:10):
+# beyond it, the oldest half is dropped.
 LIMIT = 8192
 # What Jinja's lexer is made from (jinja2.lexer.get_lexer).
 LEXER_FIELDS = (
