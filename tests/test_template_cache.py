@@ -32,9 +32,13 @@ def cache_files(_value):
     return sorted(os.listdir(folder)) if os.path.isdir(folder) else ["no folder"]
 
 
+def twice(value):
+    return f"{value}{value}"
+
+
 class FilterModule:
     def filters(self):
-        return {"cache_files": cache_files}
+        return {"cache_files": cache_files, "twice": twice}
 """
 
 TEMPLATE = "{{ inventory_hostname | upper }} [% inventory_hostname %] {{ '\\\\d+' }}\n"
@@ -68,6 +72,19 @@ EVERY_KIND = """\
       ansible.builtin.set_fact:
         r_again: "{{ word }} {{ lookup('ansible.builtin.template', 'page.j2') }}"
       when: inventory_hostname != 'b'
+    - name: A collection's filter and Jinja's own, on every host (each name resolved once)
+      ansible.builtin.set_fact:
+        r_filters: "{{ [inventory_hostname, 'x'] | first | t.c.twice | upper }}"
+    - name: A filter nobody has
+      ansible.builtin.debug:
+        msg: "{{ 1 | t.c.no_such_filter }}"
+      register: r_no_filter
+      ignore_errors: true
+    - name: A filter nobody has, again
+      ansible.builtin.debug:
+        msg: "{{ 1 | t.c.no_such_filter }}"
+      register: r_no_filter_again
+      ignore_errors: true
     - name: Undefined
       ansible.builtin.debug:
         msg: "{{ no_such_variable }}"
@@ -92,17 +109,19 @@ EVERY_KIND = """\
         dest: "{{ out }}/{{ inventory_hostname }}.json"
         content: >-
           {{ dict(['r_cond', 'r_file', 'r_other', 'r_slash', 'r_esc_arg', 'r_esc_file',
-                   'r_again', 'r_undefined', 'r_broken', 'r_broken_again']
+                   'r_again', 'r_filters', 'r_no_filter', 'r_no_filter_again',
+                   'r_undefined', 'r_broken', 'r_broken_again']
                   | zip([r_cond | default('none'), r_file, r_other, r_slash, r_esc_arg, r_esc_file,
-                         r_again | default('none'), r_undefined, r_broken,
-                         r_broken_again])) | to_nice_json }}
+                         r_again | default('none'), r_filters, r_no_filter, r_no_filter_again,
+                         r_undefined, r_broken, r_broken_again])) | to_nice_json }}
         mode: "0644"
       delegate_to: localhost
 """
 
 SAVED = re.compile(
     r"template_cache: (\d+) template strings compiled in Ansible's own process, "
-    r"(\d+) compilations saved \((\d+) read from the run's workers\)"
+    r"(\d+) compilations saved \((\d+) read from the run's workers\); "
+    r"(\d+) filter and test names resolved, (\d+) resolutions saved"
 )
 
 
@@ -185,9 +204,16 @@ def test_renders_every_kind_as_without_the_cache(tmp_path: Path) -> None:
     # The workers' code is shared through the run's folder, whole files only.
     assert with_files and all(re.fullmatch(r"[0-9a-f]{64}", f) for f in with_files), with_files
     assert without_files == ["no folder"]
-    # The condition on three hosts, and the looked-up file: compiled once here.
-    compiled, saved, _read = map(int, SAVED.search(with_text).groups())
+    # A collection's filter and Jinja's own give what they gave; a filter nobody
+    # has fails each time, with the same message.
+    assert (a["r_filters"], with_kept["c"]["r_filters"]) == ("AA", "CC")
+    assert a["r_no_filter"]["failed"] and "no_such_filter" in a["r_no_filter"]["msg"]
+    assert a["r_no_filter"]["msg"] == a["r_no_filter_again"]["msg"]
+    # The condition on three hosts, and the looked-up file: compiled once here;
+    # the filters' names resolved once here, not in each template environment.
+    compiled, saved, _read, resolved, reused = map(int, SAVED.search(with_text).groups())
     assert compiled > 0 and saved >= 2, (compiled, saved)
+    assert resolved > 0 and reused >= 2, (resolved, reused)
     assert not SAVED.search(without_text)
 
 
@@ -270,8 +296,10 @@ def test_nothing_is_wrapped_on_another_release_or_when_turned_off(
 ) -> None:
     import jinja2
     from ansible._internal._templating._jinja_bits import AnsibleEnvironment
+    from ansible.plugins.loader import Jinja2Loader
 
     before = (AnsibleEnvironment.compile, AnsibleEnvironment.compile_expression)
+    resolve = Jinja2Loader.get_with_context
     monkeypatch.setattr(template_cache, "ANSIBLE_VERSION", version)
     monkeypatch.setattr(jinja2, "__version__", jinja)
     if switch is None:
@@ -281,3 +309,54 @@ def test_nothing_is_wrapped_on_another_release_or_when_turned_off(
     assert not template_cache.CallbackModule().active
     assert (AnsibleEnvironment.compile, AnsibleEnvironment.compile_expression) == before
     assert not getattr(AnsibleEnvironment.compile, "template_cache", False)
+    assert Jinja2Loader.get_with_context is resolve
+
+
+class CountingLoader:
+    """Stands in for Jinja2Loader: counts resolutions; 'bad' raises, 'none' finds nothing."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+        self.cleared = 0
+
+    def get_with_context(self, name, *args, **kwargs):
+        self.calls.append((name, args, tuple(sorted(kwargs))))
+        if name == "bad":
+            raise KeyError(f"invalid plugin name: {name}")
+        return ("result", None if name == "none" else f"plugin {name}", len(self.calls))
+
+    def _clear_caches(self):
+        self.cleared += 1
+
+
+def test_each_name_is_resolved_once_until_the_loaders_caches_are_cleared() -> None:
+    class Loader(CountingLoader):
+        pass
+
+    resolved = template_cache.Resolved()
+    resolved.install(Loader)
+    resolved.install(Loader)  # twice: wrapped once
+    filters, tests = Loader(), Loader()
+    first = filters.get_with_context("a.b.c")
+    assert filters.get_with_context("a.b.c") is first
+    # "No plugin" (Jinja's own filter is then used) is an answer too.
+    nothing = filters.get_with_context("none")
+    assert filters.get_with_context("none") is nothing and nothing[1] is None
+    # Each loader its own answers.
+    assert tests.get_with_context("a.b.c") is not first
+    # An error is not kept: resolved, and raised, each time.
+    for _ in range(2):
+        with pytest.raises(KeyError):
+            filters.get_with_context("bad")
+    # Other arguments than the name: not kept (the loader pops these two itself).
+    filters.get_with_context("a.b.c", "x")
+    assert filters.get_with_context("a.b.c", class_only=True, collection_list=None) is first
+    assert [c[0] for c in filters.calls] == ["a.b.c", "none", "bad", "bad", "a.b.c"]
+    assert (resolved.resolved, resolved.reused) == (3, 3)
+    # A plugin folder added (Ansible clears the loader's caches): resolved again,
+    # for that loader only.
+    filters._clear_caches()
+    assert filters.cleared == 1
+    assert filters.get_with_context("a.b.c") is not first
+    assert tests.get_with_context("a.b.c") is tests.get_with_context("a.b.c")
+    assert len(tests.calls) == 1
