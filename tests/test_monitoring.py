@@ -612,10 +612,9 @@ def test_the_stamp_covers_every_template_the_role_writes() -> None:
     templates the role writes: one written and not included would change on the
     nodes without the stamp noticing, and a rerun would skip it."""
     written = set()
+    lookup = r"lookup\('(?:ansible\.builtin\.template|gpulab\.slurm_cluster\.rendered)', '([^']+)'"
     for tasks in (ROLE / "tasks").glob("*.yml"):
-        written |= set(
-            re.findall(r"lookup\('ansible\.builtin\.template', '([^']+)'", tasks.read_text())
-        )
+        written |= set(re.findall(lookup, tasks.read_text()))
     digest = (ROLE / "templates" / "monitoring-digest.j2").read_text()
     included = set(re.findall(r"\{% include '([^']+)' %\}", digest))
     assert written, "no template found in the role's tasks"
