@@ -166,11 +166,11 @@ endef
 # cgroup of weight 1024 beside each host process: at niceness 0 a pytest -n 2
 # or three qemu VMs outweighed the whole cluster 2-3 to 1 (a converge took
 # 210-241 s beside them, 114 s alone). Niceness 10 is weight 110.
-# Measured (make test in a fresh clone, 2026-12-06 07:06): default's converge
-# took 142 s beside the Debian 13 and VM images (210 s a day earlier at
-# niceness 0), the images 129 s (121 s); the whole run 2,678 s against 2,519 s
-# a day earlier, with topology, which runs alone, 5 % slower too: the gain
-# is within what the machine drifts between days.
+# Measured (make test in a fresh clone, 2026-12-06): default's converge took
+# 142 s at 07:06 and 133 s at 08:15 beside the Debian 13 and VM images (210 s
+# at 04:45 at niceness 0); the whole run 2,678 s and 2,460 s (2,519 s at
+# 04:45), topology, which runs alone, 505 s and 467 s (479 s): the machine
+# drifts within hours, so the totals show no clear gain.
 BG_NICE ?= 10
 # The nfs VMs' guests have 20 s mount timeouts: less far back (3 VMs at
 # weight 335 about match the cluster's 1024).
