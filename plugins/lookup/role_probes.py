@@ -62,9 +62,9 @@ DECLARATION = "meta/probe.yml"
 _FILES: dict[Path, object] = {}
 
 
-def declared_roles(roles: Path = ROLES) -> list[str]:
-    """The collection's roles that declare a probe, in name order."""
-    return sorted(p.parent.parent.name for p in roles.glob(f"*/{DECLARATION}"))
+def declared_roles(roles: Path = ROLES, declaration: str = DECLARATION) -> list[str]:
+    """The collection's roles that have the declaration (by default their probe's), by name."""
+    return sorted(p.parent.parent.name for p in roles.glob(f"*/{declaration}"))
 
 
 class LookupModule(LookupBase):
@@ -78,6 +78,24 @@ class LookupModule(LookupBase):
             ) or {}
         return _FILES[path]
 
+    def _scope(self, role: Path, variables: dict | None, *over: dict) -> dict:
+        """What a role's declaration sees: its defaults, the play's vars, then its own vars."""
+        scope = {**self._load(role / "defaults/main.yml"), **(variables or {})}
+        for layer in (self._load(role / "vars/main.yml"), *over):
+            scope.update(layer)
+        scope["probe_role_path"] = str(role)
+        return scope
+
+    def _render(self, where: str, scope: dict, template: object) -> object:
+        """A declaration rendered with scope; its error names the file."""
+        templar = self._templar.copy_with_new_env(available_variables=scope)
+        try:
+            return templar.template(template)
+        except Exception as exc:  # the template's own error names the variable
+            raise AnsibleLookupError(f"{self.NAME}: {where}: {exc}") from exc
+
+    NAME = "role_probes"
+
     def run(self, terms, variables=None, **kwargs):
         self.set_options(var_options=variables, direct=kwargs)
         names = list(terms) or declared_roles()
@@ -90,18 +108,8 @@ class LookupModule(LookupBase):
                     f"role_probes: {where} does not exist; name a role that declares a probe "
                     f"({', '.join(declared_roles())})"
                 )
-            scope = {
-                **self._load(role / "defaults/main.yml"),
-                **(variables or {}),
-                **self._load(role / "vars/main.yml"),
-                "probe_role_path": str(role),
-            }
-            templar = self._templar.copy_with_new_env(available_variables=scope)
-            try:
-                rendered = templar.template(self._load(role / DECLARATION))
-            except Exception as exc:  # the template's own error names the variable
-                raise AnsibleLookupError(f"role_probes: {where}: {exc}") from exc
-            declarations.append((where, rendered))
+            scope = self._scope(role, variables)
+            declarations.append((where, self._render(where, scope, self._load(role / DECLARATION))))
         try:
             return [union(declarations)]
         except WantsError as exc:

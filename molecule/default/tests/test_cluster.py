@@ -218,3 +218,37 @@ def test_a_users_ddp_job_finds_the_bytecode_in_roots_venv(name: str) -> None:
     )
     count, _, some = out.strip().partition(" ")
     assert count == "0", f"{name}: {count} modules without bytecode, e.g. {some}"
+
+
+def _apt_transactions(name: str) -> list[set[str]]:
+    """The packages each apt transaction on the node installed (its history log), oldest first."""
+    log = host(name).file("/var/log/apt/history.log").content_string
+    out = []
+    for entry in log.split("\n\n"):
+        for line in entry.splitlines():
+            if line.startswith("Install: "):
+                out.append({p.split(":", 1)[0].strip() for p in line[9:].split("), ")})
+    return out
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_the_roles_packages_came_in_two_transactions_munge_and_slurm_first(name: str) -> None:
+    """site.yml's first run: munge and Slurm in one apt transaction, the roles' others in one more.
+
+    playbooks/packages.yml, not one transaction per role. The monitoring
+    role's come later (site.yml's doctor runs before it). munge's account
+    took the first free system ID on every node, before sshd's, mysql's
+    or prometheus's, so it is the same everywhere.
+    """
+    done = _apt_transactions(name)
+    first = next(i for i, t in enumerate(done) if "munge" in t)
+    assert "slurm-client" in done[first], done[first]
+    others = {"openssh-server", "libpam-slurm-adopt", "python3-venv", "mariadb-server", "slurmdbd"}
+    where = {p: i for i, t in enumerate(done) for p in t & others}
+    assert where, f"{name}: none of {sorted(others)} installed"
+    assert set(where.values()) == {first + 1}, where
+
+
+def test_munges_account_is_the_same_on_every_node() -> None:
+    ids = {n: host(n).check_output("id -u munge; id -g munge").split() for n in ALL}
+    assert len({tuple(v) for v in ids.values()}) == 1, ids
