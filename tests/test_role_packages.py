@@ -172,6 +172,9 @@ def test_vars_files_load_the_first_that_exists(lookup) -> None:
     assert lookup(declaration, "r2", found, family="Plan9") == []
     assert lookup("packages: '{{ __r_pkgs }}'\n", "r3") == ["from-main"]
     assert lookup("packages: null\n", "r4") == []
+    # A name from the node's facts never leaves the role's vars/ folder.
+    outside = "vars_files: ['{{ name }}']\npackages: '{{ __r_pkgs }}'\n"
+    assert lookup(outside, "r5", name="../../r1/vars/Debian.yml") == []  # r1's [a, b]
 
 
 @pytest.mark.parametrize(
@@ -183,6 +186,7 @@ def test_vars_files_load_the_first_that_exists(lookup) -> None:
         ("packages: [a, '']\n", r"packages must be a list of package names or null"),
         ("packages: '{{ nowhere }}'\n", r"role_packages: roles/r/meta/packages.yml: .*nowhere"),
         (None, r"role_packages: roles/r/meta/packages.yml does not exist; name a role that"),
+        ("vars_files: Debian.yml\n", r"vars_files must be a list of file names, got 'Debian.yml'"),
     ],
 )
 def test_a_bad_declaration_is_named(lookup, declaration, message) -> None:

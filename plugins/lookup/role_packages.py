@@ -13,10 +13,11 @@ description:
     package names, or null where the role installs nothing on this host) and,
     optionally, C(vars_files) (names of files in the role's C(vars/) folder; the
     first that exists is loaded over C(vars/main.yml), as the role's own
-    C(include_vars) picks its distribution's file).
+    C(include_vars) picks its distribution's file). A name with a slash is never
+    looked up, since the names come from the node's facts.
   - This lookup renders each declaration for the current host, with the role's
     C(defaults/main.yml) under the play's variables and the role's C(vars/main.yml)
-    over them (as the lookup M(gpulab.slurm_cluster.role_probes) does), and returns
+    over them (as the lookup P(gpulab.slurm_cluster.role_probes#lookup) does), and returns
     the union, in order and without repeats.
   - site.yml installs the ones its probe found missing in one apt transaction per
     host (C(playbooks/packages.yml)). Each role's own apt task stays and installs
@@ -83,7 +84,18 @@ class LookupModule(_Declarations):
         over: list[dict] = []
         if declared.get("vars_files"):
             names = self._render(where, self._scope(role, variables), declared["vars_files"])
-            found = [role / "vars" / n for n in names if (role / "vars" / n).is_file()]
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise AnsibleLookupError(
+                    f"role_packages: {where}: vars_files must be a list of file names, "
+                    f"got {names!r}"
+                )
+            # A plain name in the role's vars/ only: the names come from the
+            # node's facts, and the file is loaded as trusted templates.
+            found = [
+                role / "vars" / n
+                for n in names
+                if n and "/" not in n and n not in (".", "..") and (role / "vars" / n).is_file()
+            ]
             if not found:
                 return []
             over.append(self._load(found[0]))

@@ -68,6 +68,8 @@ def declared_roles(roles: Path = ROLES, declaration: str = DECLARATION) -> list[
 
 
 class LookupModule(LookupBase):
+    NAME = "role_probes"  # in its error messages
+
     def _load(self, path: Path) -> object:
         """A YAML file of the collection as trusted templates (read once), or {} when absent."""
         if path not in _FILES:
@@ -93,8 +95,6 @@ class LookupModule(LookupBase):
             return templar.template(template)
         except Exception as exc:  # the template's own error names the variable
             raise AnsibleLookupError(f"{self.NAME}: {where}: {exc}") from exc
-
-    NAME = "role_probes"
 
     def run(self, terms, variables=None, **kwargs):
         self.set_options(var_options=variables, direct=kwargs)
