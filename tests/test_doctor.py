@@ -20,6 +20,9 @@ sys.path.insert(0, str(ROOT / "plugins/filter"))
 sys.path.insert(0, str(ROOT / "plugins/modules"))
 import cluster_probe as probe  # noqa: E402
 import doctor as d  # noqa: E402
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import (  # noqa: E402
+    doctor_exchange as exchange,
+)
 from probe_data import slurm_keys  # noqa: E402
 
 FIXTURE = json.loads((ROOT / "tests/fixtures/doctor/healthy.json").read_text())
@@ -212,6 +215,28 @@ def test_a_munged_with_a_shifted_clock_is_found_through_its_credential(probes: d
     assert causes(rep) == [("node2", "clock")]
     assert re.search(r"munged clock \+(399|400) s", rep["causes"][0]["evidence"])
     assert result(rep, "node2", "munge.cross")["caused_by"] == "node2 clock"
+
+
+def test_the_controllers_credential_is_judged_against_the_time_it_was_made(probes: dict) -> None:
+    # The doctor makes the controller's credential before every node's probe
+    # (roles/cluster_doctor/tasks/probe.yml), here 6 s before.
+    ctl = probes["ctl"]["local"]
+    made = int(ctl["time"]) - 6
+    for name in ("node1", "node2"):
+        probes[name]["cross"]["decoded"]["ctl"]["encode_time"] = made
+    # Against the probe's own time read, the controller's munged would seem
+    # 6 s behind, and every node's clock 6 s ahead of it.
+    rep = report(probes)
+    assert result(rep, "node1", "clock")["status"] == "WARN"
+    assert re.match(r"offset to ctl \+[67] s", result(rep, "node1", "clock")["evidence"])
+    ctl["credential_time"] = made
+    rep = report(probes)
+    assert rep["verdict"] == "PASS", rep["causes"]
+    assert re.match(r"offset to ctl [+-]0 s", result(rep, "node1", "clock")["evidence"])
+    # A controller's munged whose clock is off is still found through it.
+    ctl["credential_time"] = made - 30
+    rep = report(probes)
+    assert result(rep, "node1", "clock")["evidence"].startswith("offset to ctl -30 s")
 
 
 def test_stopped_slurmd_is_the_cause_of_the_closed_port_and_the_down_node(
@@ -434,7 +459,7 @@ def test_unmunge_metadata_is_parsed() -> None:
         "ENCODE_TIME:     2026-12-01 09:56:17 +0000 (1796118977)\n"
         "DECODE_TIME:     2026-12-01 09:49:37 +0000 (1796118577)\n"
     )
-    assert probe.parse_unmunge(text) == {
+    assert exchange.parse_unmunge(text) == {
         "status": "Rewound credential",
         "code": 16,
         "encode_time": 1796118977,
@@ -743,3 +768,49 @@ def test_slurmd_g_leaves_the_running_slurmds_socket_alone(tmp_path: Path, monkey
     got = probe.slurmd_gres(str(run_dir / "conf"))
     assert got["rc"] == 0 and got["out"] == "Name=gpu\n", got
     assert (run_dir / "sack.socket").read_text() == "the running slurmd's socket"
+
+
+def test_the_controllers_seed_makes_its_credential_and_token_and_local_then_writes_none(
+    monkeypatch,
+) -> None:
+    """phase=seed: the controller's credential and token before the other
+    probes; phase=local with an empty token (the controller's, then) writes none."""
+    calls: list[list[str]] = []
+
+    def fake_run(argv, *args, **kw):
+        calls.append(list(argv))
+        if argv[:2] == ["munge", "--no-input"]:
+            return {"rc": 0, "out": "MUNGE:cred:\n", "err": ""}
+        return {"rc": 0, "out": "/dev/vda ext4\n", "err": ""}
+
+    def fake_as_user(user, argv, *args, **kw):
+        calls.append(["as", str(user), *argv])
+        return {"rc": 0, "out": "", "err": ""}
+
+    monkeypatch.setattr(probe, "run", fake_run)
+    monkeypatch.setattr(probe, "as_user", fake_as_user)
+    params = {
+        "shared_path": "/shared",
+        "job_user": "proof",
+        "token_dir": "/shared/home/proof/doctor",
+        "run_id": "r1",
+        "token": "r1-ctl",
+        "name": "ctl",
+        "controller": True,
+    }
+    before = probe.time.time()
+    got = probe.seed(params)
+    assert got["credential"] == "MUNGE:cred:" and got["credential_error"] == ""
+    assert before <= got["time"] <= probe.time.time()
+    assert got["shared"]["write"] == {
+        "ok": True,
+        "error": "",
+        "file": "/shared/home/proof/doctor/r1/ctl",
+        "token": "r1-ctl",
+    }
+    writes = [c for c in calls if c[0] == "as"]
+    assert len(writes) == 1 and writes[0][1] == "proof" and writes[0][-2:] == ["r1-ctl", "1"]
+    calls.clear()
+    out = probe.shared("/shared", "proof", "/shared/home/proof/doctor", "r1", "", "ctl", True)
+    assert out == {"path": "/shared", "mount": "/dev/vda ext4"}
+    assert not [c for c in calls if c[0] == "as"]

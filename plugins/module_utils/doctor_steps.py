@@ -270,8 +270,12 @@ class DoctorSteps:
     def _munged_skew_of_ctl(self) -> float | None:
         for h in self.others():
             d = self.cross.get(h, {}).get("decoded", {}).get(self.ctl, {})
-            if "encode_time" in d and "time" in self.local.get(self.ctl, {}):
-                skew = d["encode_time"] - self.local[self.ctl]["time"]
+            ctl = self.local.get(self.ctl, {})
+            # The time read where the credential was made (the doctor makes
+            # the controller's before the other nodes' probes), else the probe's.
+            made = ctl.get("credential_time", ctl.get("time"))
+            if "encode_time" in d and made is not None:
+                skew = d["encode_time"] - made
                 return skew if abs(skew) > 2 else 0.0
         return None
 

@@ -18,15 +18,23 @@ description:
     nodes again for at most 3 s while one that is not DOWN is NOT_RESPONDING (a node
     just resumed, until slurmctld's next ping, about 0.5 s).
   - O(phase=cross) decodes credentials made on other nodes and reads their token files.
+    O(phase=local) with O(decode) or O(read_tokens) does the same in its round trip
+    (a node decoding the controller's credential while it probes itself).
+  - O(phase=seed) makes a credential and writes the token file, as O(phase=local)
+    does, and returns them with the time it read; O(phase=local) with an empty
+    O(token) then writes none.
   - >-
     Changes nothing but the token file in O(token_dir), written by O(job_user),
     never by root; root reads no file there. Runs the same in check mode. The
     result holds a munge credential - register it with C(no_log).
 options:
   phase:
-    description: Which of the two round trips.
+    description: >-
+      Which round trip: O(phase=seed) on the controller first (its credential
+      and token, which the others' O(phase=local) decode and read), O(phase=local)
+      on every node, O(phase=cross) on the controller last.
     type: str
-    choices: [local, cross]
+    choices: [local, cross, seed]
     required: true
   controller:
     description: Whether this node runs slurmctld.
@@ -79,7 +87,7 @@ options:
     type: str
     default: ""
   token:
-    description: Random value written to the token file (not a secret).
+    description: Random value written to the token file (not a secret); empty, none is written.
     type: str
     default: ""
   venv_python:
@@ -87,11 +95,13 @@ options:
     type: str
     default: ""
   decode:
-    description: "O(phase=cross) - C({name: credential}) to decode here."
+    description: "C({name: credential}) to decode here (O(phase=cross), or O(phase=local) as well)."
     type: dict
     default: {}
   read_tokens:
-    description: "O(phase=cross) - C({name: path}) of the token files to read (paths, not secrets)."
+    description: >-
+      C({name: path}) of the token files to read (paths, not secrets), as
+      O(decode).
     type: dict
     default: {}
   ports:
@@ -169,7 +179,8 @@ probe:
     ports, torch, users, shared, ids, self_addrs, credential and
     credential_error; checks (the node checks' results) and kinds, or
     checks_error; hardware on compute nodes; ping and nodes on the
-    controller; slurm_node_error with O(slurm_node). O(phase=cross) -
+    controller; slurm_node_error with O(slurm_node); cross (as
+    O(phase=cross) returns it) with O(decode) or O(read_tokens). O(phase=cross) -
     decoded (name to unmunge's status, code, encode_time, decode_time,
     encode_host) and tokens (name to ok, error).
     The judging is the doctor_report filter's.
@@ -201,6 +212,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import (
     node_checks as nodechecks,
 )
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.doctor_exchange import cross
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_base import (
     as_user,
     file_info,
@@ -423,12 +435,6 @@ WRITE_TOKEN = (
     "-exec rm -rf -- {} +; fi; "
     'printf %s "$4" > "$1/$2/$3"'
 )
-# Run as the job user: one line per token file, "ok NAME VALUE" or "err NAME WHY".
-READ_TOKENS = (
-    'while [ $# -gt 0 ]; do if v=$(head -c 4096 -- "$2" 2>&1); '
-    'then printf "ok %s %s\\n" "$1" "$v"; else printf "err %s %s\\n" "$1" "${v##*: }"; fi; '
-    "shift 2; done"
-)
 # Run as a lab user, in its folder: a file made and removed there.
 WRITE_PROBE = 'f="$1/.doctor-write-$$"; : > "$f" && rm -f -- "$f"'
 
@@ -442,6 +448,8 @@ def shared(path: str, job_user: str, token_dir: str, run_id: str, token: str, ho
     # Stacked mounts list bottom first: the last line is what the path shows.
     mounts = res["out"].strip().splitlines()
     out = {"path": path, "mount": " ".join(mounts[-1].split()) if mounts else ""}
+    if not token:  # written before, by O(phase=seed)
+        return out
     target = os.path.join(token_dir, run_id, host)
     argv = ["sh", "-c", WRITE_TOKEN, "sh", token_dir, run_id, host, token, "1" if is_ctl else "0"]
     res = as_user(job_user, argv)
@@ -453,6 +461,14 @@ def shared(path: str, job_user: str, token_dir: str, run_id: str, token: str, ho
         "token": token,
     }
     return out
+
+
+def shared_of(p: dict, host: str) -> dict:
+    """shared() with the module's options (the token named after O(name), else `host`)."""
+    return shared(
+        p["shared_path"], p["job_user"], p["token_dir"], p["run_id"], p["token"],
+        p["name"] or host, p["controller"],
+    )  # fmt: skip
 
 
 def lab_users(users: list[dict]) -> dict:
@@ -527,16 +543,7 @@ def local(p: dict) -> dict:
             "torch": pool.submit(torch_info, p["venv_python"], p["torch_quick"], p["shared_path"]),
             "resolved": pool.submit(lambda: {n: resolve(n) for n in p["resolve"]}),
             "users": pool.submit(lab_users, p["users"]),
-            "shared": pool.submit(
-                shared,
-                p["shared_path"],
-                p["job_user"],
-                p["token_dir"],
-                p["run_id"],
-                p["token"],
-                p["name"] or host,
-                p["controller"],
-            ),
+            "shared": pool.submit(shared_of, p, host),
         }
         jobs["node_checks"] = pool.submit(node_checks, p["checks_config"], p["health_state_dir"])
         if p["compute"]:
@@ -548,6 +555,10 @@ def local(p: dict) -> dict:
         if p["controller"]:
             jobs["ping"] = pool.submit(run, ["scontrol", "ping"])
             jobs["nodes"] = pool.submit(settled_nodes)
+        if p["decode"] or p["read_tokens"]:
+            # The exchange's other half in the same round trip: credentials
+            # and token files the controller made before.
+            jobs["cross"] = pool.submit(cross, p)
         result = {name: job.result() for name, job in jobs.items()}
     cred = result.pop("credential")
     result.update(result.pop("node_checks"))
@@ -588,63 +599,26 @@ def settled_nodes(read=run, limit_s: float = SETTLE_S, sleep=time.sleep) -> dict
     return res
 
 
-def parse_unmunge(text: str) -> dict:
-    """unmunge's metadata: STATUS text and code, ENCODE/DECODE_TIME as epoch seconds."""
-    fields = dict(
-        (k.strip(), v.strip())
-        for k, v in (ln.split(":", 1) for ln in text.splitlines() if ":" in ln)
-    )
-    out: dict = {}
-    m = re.match(r"(.*?)\s*\((\d+)\)$", fields.get("STATUS", ""))
-    if m:
-        out["status"], out["code"] = m.group(1), int(m.group(2))
-    for key in ("ENCODE_TIME", "DECODE_TIME"):
-        t = re.search(r"\((\d+)\)$", fields.get(key, ""))
-        if t:
-            out[key.lower()] = int(t.group(1))
-    if "ENCODE_HOST" in fields:
-        out["encode_host"] = fields["ENCODE_HOST"]
-    return out
-
-
-def decode(cred: str) -> dict:
-    if not cred:
-        return {"status": "no credential", "code": -1}
-    res = run(["unmunge"], stdin=cred)
-    out = parse_unmunge(res["out"])
-    if "status" not in out:
-        out.update(status=(res["err"] or res["out"]).strip() or f"exit {res['rc']}", code=-1)
-    if res["rc"] != 0 and res["err"].strip():
-        out["error"] = res["err"].strip()
-    return out
-
-
-def cross(p: dict) -> dict:
-    """Credentials decoded here, and the other nodes' token files read as the job user."""
-    tokens: dict = {}
-    if p["read_tokens"]:
-        pairs = [str(x) for item in p["read_tokens"].items() for x in item]
-        res = as_user(p["job_user"], ["sh", "-c", READ_TOKENS, "sh", *pairs])
-        for line in res["out"].splitlines():
-            status, _sep, rest = line.partition(" ")
-            name, _sep, value = rest.partition(" ")
-            tokens[name] = (
-                {"ok": True, "value": value.strip()}
-                if status == "ok"
-                else {"ok": False, "error": value.strip()}
-            )
-        error = (res["err"].strip().splitlines() or ["no answer"])[-1]
-        for name in p["read_tokens"]:
-            tokens.setdefault(name, {"ok": False, "error": error})
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        decoded = dict(zip(p["decode"], pool.map(decode, p["decode"].values()), strict=True))
-    return {"decoded": decoded, "tokens": tokens}
+def seed(p: dict) -> dict:
+    """The controller's credential and token, made before the other nodes' probes read them."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        cred = pool.submit(run, ["munge", "--no-input"])
+        token = pool.submit(shared_of, p, socket.gethostname().split(".")[0])
+        made = time.time()
+        res = cred.result()
+        written = token.result()
+    return {
+        "time": made,
+        "credential": res["out"].strip() if res["rc"] == 0 else "",
+        "credential_error": res["err"].strip() if res["rc"] != 0 else "",
+        "shared": written,
+    }
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "phase": {"type": "str", "choices": ["local", "cross"], "required": True},
+            "phase": {"type": "str", "choices": ["local", "cross", "seed"], "required": True},
             "controller": {"type": "bool", "default": False},
             "compute": {"type": "bool", "default": False},
             "slurm_node": {"type": "bool", "default": False},
@@ -670,7 +644,7 @@ def main() -> None:
         supports_check_mode=True,
     )
     p = module.params
-    probe = local(p) if p["phase"] == "local" else cross(p)
+    probe = {"local": local, "cross": cross, "seed": seed}[p["phase"]](p)
     # As slurm_node_info sets it (cached with the other facts).
     node = probe.pop("slurm_node", (None, ""))
     facts = {"slurm_node": node[0]} if node[0] else {}
