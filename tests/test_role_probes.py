@@ -144,8 +144,20 @@ PLAY = """
 """
 
 
-def render(tmp: Path, *extra: str) -> dict:
-    """{host: what the roles want probed there}, for ctl and node1 of a small inventory."""
+def keep_play(kept: str) -> str:
+    """The pytorch role's task that keeps the shared venv's path in the fact
+    cache (tasks/validate.yml), as a play that keeps `kept`."""
+    tasks = yaml.safe_load((ROOT / "roles/pytorch/tasks/validate.yml").read_text())
+    action, name = "ansible.builtin.set_fact", "__pytorch_shared_venv_kept"
+    (task,) = [t for t in tasks if name in t.get(action, {})]
+    task = {**task, action: {**task[action], name: kept}}
+    task.pop("when", None)
+    return yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [task]}])
+
+
+def render(tmp: Path, *extra: str, before: str = "") -> dict:
+    """{host: what the roles want probed there}, for ctl and node1 of a small
+    inventory; `before`, a play run first with the same fact cache."""
     hosts = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     inventory = {
         "all": {
@@ -168,6 +180,17 @@ def render(tmp: Path, *extra: str) -> dict:
     (tmp / "play.yml").write_text(PLAY)
     env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
     env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(tmp / "facts")
+    if before:
+        (tmp / "before.yml").write_text(before)
+        first = subprocess.run(
+            [str(ANSIBLE_PLAYBOOK), "-i", str(tmp / "hosts.yml"), str(tmp / "before.yml")],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert first.returncode == 0, first.stdout + first.stderr
     result = subprocess.run(
         [
             str(ANSIBLE_PLAYBOOK),
@@ -220,6 +243,28 @@ def test_the_union_asks_all_that_packages_yml_named_by_hand(rendered) -> None:
         assert wants["users_refuse"] is True
         assert [u["name"] for u in wants["users"]] == ["ada", "clusterproof"]
         assert set(wants) <= set(SPEC)
+
+
+def test_a_shared_venv_is_probed_where_the_last_run_kept_its_path(rendered, tmp_path) -> None:
+    """A shared venv's path follows every node's variant, known only after the
+    probe: the probe reads the one the last run kept in the fact cache, and
+    nothing (no command, nothing trusted) without it."""
+    # A node's own venv (the default): probed, and its python checked.
+    assert rendered["node1"]["trusted"] == ["/opt/pytorch/venv/bin/python"]
+    shared = ("-e", "pytorch_venv_shared=true")
+    (tmp_path / "none").mkdir()
+    for host, wants in render(tmp_path / "none", *shared).items():
+        assert "pytorch_versions" not in wants["commands"], host
+        assert wants.get("trusted", []) == [], host
+    kept = "/shared/.cluster/venvs/torch-2.13.0-cu118"
+    # The last run kept it, as tasks/validate.yml does (a cacheable fact).
+    (tmp_path / "kept").mkdir()
+    wants = render(tmp_path / "kept", *shared, before=keep_play(kept))
+    assert wants["node1"]["trusted"] == [f"{kept}/bin/python"]
+    assert wants["node1"]["commands"]["pytorch_versions"][0] == f"{kept}/bin/python"
+    assert wants["node1"]["commands"]["pytorch_verify"][0] == f"{kept}/bin/python"
+    # Only a compute node runs torch.
+    assert "pytorch_versions" not in wants["ctl"]["commands"]
 
 
 def test_host_conditions_render_per_host(rendered) -> None:
