@@ -180,34 +180,22 @@ def render(tmp: Path, *extra: str, before: str = "") -> dict:
     (tmp / "play.yml").write_text(PLAY)
     env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
     env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(tmp / "facts")
-    if before:
-        (tmp / "before.yml").write_text(before)
-        first = subprocess.run(
-            [str(ANSIBLE_PLAYBOOK), "-i", str(tmp / "hosts.yml"), str(tmp / "before.yml")],
+
+    def play(name: str, *args: str) -> None:
+        result = subprocess.run(
+            [str(ANSIBLE_PLAYBOOK), "-i", str(tmp / "hosts.yml"), str(tmp / name), *args],
             cwd=ROOT,
             env=env,
             capture_output=True,
             text=True,
             timeout=120,
         )
-        assert first.returncode == 0, first.stdout + first.stderr
-    result = subprocess.run(
-        [
-            str(ANSIBLE_PLAYBOOK),
-            "-i",
-            str(tmp / "hosts.yml"),
-            str(tmp / "play.yml"),
-            "-e",
-            f"out={tmp}",
-            *extra,
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    if before:
+        (tmp / "before.yml").write_text(before)
+        play("before.yml")
+    play("play.yml", "-e", f"out={tmp}", *extra)
     return {h: json.loads((tmp / f"{h}.json").read_text()) for h in ("ctl", "node1")}
 
 
