@@ -119,6 +119,9 @@ EVERY_KIND = """\
           word: "{{ inventory_hostname }}"
       register: r_spec
       ignore_errors: true
+    - name: Variables from a file, per host
+      ansible.builtin.include_vars: "{{ 'vars_' ~ inventory_hostname ~ '.yml' }}"
+      register: r_vars
     - name: An include
       ansible.builtin.include_tasks: never.yml
       when: false
@@ -130,10 +133,12 @@ EVERY_KIND = """\
         dest: "{{ out }}/{{ inventory_hostname }}.json"
         content: >-
           {{ dict(['r_false', 'r_a', 'r_magic', 'r_loop', 'r_fact', 'r_list',
-                   'r_undefined', 'r_delegated', 'r_secret', 'r_included', 'r_assert', 'r_spec']
+                   'r_undefined', 'r_delegated', 'r_secret', 'r_included', 'r_assert', 'r_spec',
+                   'r_vars', 'from_file']
                   | zip([r_false, r_a, r_magic, r_loop, r_fact, r_list,
                          r_undefined, r_delegated, r_secret,
-                         r_included | default('not included'), r_assert, r_spec]))
+                         r_included | default('not included'), r_assert, r_spec,
+                         r_vars, from_file]))
              | to_nice_json }}
         mode: "0644"
       delegate_to: localhost
@@ -162,6 +167,8 @@ WHO_DECIDES = """\
     - name: A false include
       ansible.builtin.include_tasks: never.yml
       when: "'include' is t.c.seen(log)"
+    - name: Variables from a file (its name templated as the action runs)
+      ansible.builtin.include_vars: "{{ 'vars' is t.c.seen(log) | ternary('', 'vars_a.yml') }}"
 """
 
 
@@ -178,6 +185,8 @@ def play(
         tmp_path / "coll", {"test/seen.py": TEST_PLUGIN}, "controller_skip"
     )
     (tmp_path / "never.yml").write_text("- ansible.builtin.fail:\n")
+    for host in "abc":
+        (tmp_path / f"vars_{host}.yml").write_text(f"from_file: {host} from its file\n")
     (tmp_path / "on_c.yml").write_text(
         "- ansible.builtin.set_fact:\n    r_included: '{{ inventory_hostname }}'\n"
     )
@@ -208,8 +217,10 @@ def test_every_kind_of_condition_ends_as_without_the_callback(tmp_path: Path) ->
         text = play(
             tmp_path / name, EVERY_KIND, "t.c.controller_skip", name == "without", out=str(out)
         )
-        # The undefined condition's error names the file: the same one, not the same path.
-        runs[name] = (text.replace(str(tmp_path / name), "TMP"), registered(out))
+        # The undefined condition's error and include_vars name a file: the same one,
+        # not the same path.
+        kept = json.loads(json.dumps(registered(out)).replace(str(tmp_path / name), "TMP"))
+        runs[name] = (text.replace(str(tmp_path / name), "TMP"), kept)
     (with_text, with_registered), (without_text, without_registered) = runs["with"], runs["without"]
     assert sorted(with_registered) == ["a", "b", "c"]
     assert with_registered == without_registered
@@ -234,6 +245,9 @@ def test_every_kind_of_condition_ends_as_without_the_callback(tmp_path: Path) ->
     ]
     assert with_registered["b"]["r_assert"]["msg"] == "b fails"
     assert with_registered["a"]["r_spec"]["failed"] is True  # 'a' is not an int
+    # include_vars, run here: each host's own file, its variables set on that host.
+    assert [with_registered[h]["from_file"] for h in "abc"] == [f"{h} from its file" for h in "abc"]
+    assert with_registered["b"]["r_vars"]["ansible_facts"] == {"from_file": "b from its file"}
     assert re.search(r"a +: ok=\d+ +changed=1 .*skipped=\d+ +rescued=0 +ignored=2", with_text)
 
 
@@ -257,6 +271,10 @@ def test_a_false_condition_is_decided_in_ansibles_own_process(
     assert len(set(hostless_pids)) == (1 if enabled else 3), seen
     retried_pids = {pid for pid, value in seen if value == "retried"}
     assert len(retried_pids) == 3 and not retried_pids & false_pids, seen  # workers, always
+    vars_pids = [pid for pid, value in seen if value == "vars"]
+    assert len(vars_pids) == 3, seen
+    assert set(vars_pids) == (false_pids if enabled else set(vars_pids)), seen
+    assert len(set(vars_pids)) == (1 if enabled else 3), seen
     include_pids = [pid for pid, value in seen if value == "include"]
     assert len(include_pids) == 3, seen
     # A false include, like any false condition: here, or in a worker per host.

@@ -29,10 +29,11 @@ description:
     from a skipped include.
   - A task that needs no host runs here too, as its worker would run it (Ansible's
     task executor, on a copy of the task). These are ansible-core's own C(set_fact),
-    C(assert), C(debug), C(fail) and C(validate_argument_spec) (not a playbook's own
-    action of the same name), without a loop, C(delegate_to), C(async) or retries.
-    Their worker only templates the arguments and returns a result; about a third of a
-    no-change C(site.yml) rerun's tasks are such. E(GPULAB_CONTROLLER_RUN=0) sends them
+    C(assert), C(debug), C(fail), C(validate_argument_spec) and C(include_vars) (not a
+    playbook's own action of the same name), without a loop, C(delegate_to), C(async)
+    or retries. Their worker only templates the arguments and returns a result
+    (C(include_vars) reads a file on the control machine, as its worker would); about a
+    third of a no-change C(site.yml) rerun's tasks are such. E(GPULAB_CONTROLLER_RUN=0) sends them
     to workers again.
   - It only acts on the ansible-core release it was written against (2.19); on
     another it does nothing. E(GPULAB_CONTROLLER_SKIP=0) turns all of it off for a run.
@@ -68,10 +69,12 @@ _NOT_HERE = frozenset(
     for action in getattr(C, name, ())
 )
 # Actions that need no host: their worker only templates their arguments and
-# returns a result (no connection is opened, no file is read or written).
+# returns a result (no connection is opened, nothing is written; include_vars
+# reads a vars file on this machine, as its worker would). All of them are
+# action plugins with _requires_connection = False in ansible-core 2.19.
 HOSTLESS = frozenset(
     f"ansible.builtin.{name}"
-    for name in ("set_fact", "assert", "debug", "fail", "validate_argument_spec")
+    for name in ("set_fact", "assert", "debug", "fail", "validate_argument_spec", "include_vars")
 )
 try:  # ansible-core 2.19's template engine; another release has none here
     from ansible._internal._templating._engine import TemplateEngine
