@@ -1,4 +1,5 @@
-"""One module of the collection run by `ansible localhost -m FQCN`, as a role would run it."""
+"""The collection run from this checkout: one module by `ansible localhost -m FQCN`, as a
+role would run it, or a playbook on an inventory of local hosts."""
 
 from __future__ import annotations
 
@@ -38,3 +39,26 @@ def run_module(module: str, args: str, local_temp: Path, *extra: str) -> dict:
     )
     assert "=>" in out.stdout, out
     return json.loads(out.stdout.split("=>", 1)[1])
+
+
+def run_playbook(
+    inventory: Path, playbook: str | Path, *args: str, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    """ansible-playbook from the checkout (its ansible.cfg) on `inventory`, with the fact
+    cache in a folder `facts` beside it; the finished process, whatever its exit status."""
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(inventory.parent / "facts")
+    return subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            "-i",
+            str(inventory),
+            str(playbook),
+            *args,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_preflight import run
+from adhoc import run_playbook
 from test_slurm_conf_filters import CONTAINER, DGX
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -419,7 +419,11 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         out = base / key / "out"
         out.mkdir(parents=True)
         inv = _inventory(base / key / "inventory", key)
-        return key, run(inv, str(_playbook(base / key, out, sorted(distro_vars(key))))), out
+        return (
+            key,
+            run_playbook(inv, str(_playbook(base / key, out, sorted(distro_vars(key))))),
+            out,
+        )
 
     with ThreadPoolExecutor(len(DISTROS)) as pool:
         results = list(pool.map(one, DISTROS))

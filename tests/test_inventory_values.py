@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_preflight import run
+from adhoc import run_playbook
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "plugins/filter"))
@@ -339,7 +339,7 @@ CASES = [
     ("cluster_vars", "node1", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )
 def test_bad_value_stops_site_yml_before_any_node(tmp_path, cluster_vars, node1, expected) -> None:
-    result = run(inventory(tmp_path, cluster_vars, node1))
+    result = run_playbook(inventory(tmp_path, cluster_vars, node1), "site.yml")
     out = " ".join((result.stdout + result.stderr).split())
     assert result.returncode != 0, out
     for text in expected:
@@ -350,7 +350,7 @@ def test_bad_value_stops_site_yml_before_any_node(tmp_path, cluster_vars, node1,
 
 
 def test_the_good_inventory_passes_the_value_checks(tmp_path) -> None:
-    result = run(inventory(tmp_path, GOOD), "playbooks/preflight.yml")
+    result = run_playbook(inventory(tmp_path, GOOD), "playbooks/preflight.yml")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -7,16 +7,13 @@ Ansible try to reach them (UNREACHABLE), which the tests reject.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from adhoc import run_playbook
 
 ROOT = Path(__file__).resolve().parents[1]
-ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 
 
 def inventory(tmp_path: Path, controllers: list[str], computes: dict[str, object]) -> Path:
@@ -43,19 +40,6 @@ def inventory(tmp_path: Path, controllers: list[str], computes: dict[str, object
     path = tmp_path / "hosts.yml"
     path.write_text(yaml.safe_dump(data))
     return path
-
-
-def run(inv: Path, playbook: str = "site.yml") -> subprocess.CompletedProcess:
-    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
-    env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(inv.parent / "facts")
-    return subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", str(inv), playbook],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 @pytest.mark.parametrize(
@@ -94,7 +78,7 @@ def run(inv: Path, playbook: str = "site.yml") -> subprocess.CompletedProcess:
     ],
 )
 def test_bad_inventory_fails_before_any_host(tmp_path, controllers, computes, expected) -> None:
-    result = run(inventory(tmp_path, controllers, computes))
+    result = run_playbook(inventory(tmp_path, controllers, computes), "site.yml")
     out = result.stdout + result.stderr
     assert result.returncode != 0, out
     for text in expected:
@@ -104,6 +88,8 @@ def test_bad_inventory_fails_before_any_host(tmp_path, controllers, computes, ex
 
 
 def test_good_inventory_passes_preflight(tmp_path) -> None:
-    result = run(inventory(tmp_path, ["ctl"], {"node1": 8, "node2": 0}), "playbooks/preflight.yml")
+    result = run_playbook(
+        inventory(tmp_path, ["ctl"], {"node1": 8, "node2": 0}), "playbooks/preflight.yml"
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "UNREACHABLE" not in result.stdout

@@ -7,20 +7,18 @@ site.yml installs the missing ones in two transactions per host
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from adhoc import run_playbook
 from ansible.errors import AnsibleLookupError
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 from ansible_collections.gpulab.slurm_cluster.plugins.lookup import role_packages
 
 ROOT = Path(__file__).resolve().parents[1]
-ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 
 PLAY = """
 - hosts: slurm_cluster
@@ -59,24 +57,14 @@ def render(tmp: Path, *extra: str, facts: bool = True) -> dict:
     }
     (tmp / "hosts.yml").write_text(yaml.safe_dump(inventory))
     (tmp / "play.yml").write_text(PLAY)
-    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
-    env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(tmp / "facts")
-    result = subprocess.run(
-        [
-            str(ANSIBLE_PLAYBOOK),
-            "-i",
-            str(tmp / "hosts.yml"),
-            str(tmp / "play.yml"),
-            "-e",
-            f"out={tmp}",
-            "-e",
-            f"facts={facts}",
-            *extra,
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
+    result = run_playbook(
+        tmp / "hosts.yml",
+        tmp / "play.yml",
+        "-e",
+        f"out={tmp}",
+        "-e",
+        f"facts={facts}",
+        *extra,
         timeout=180,
     )
     assert result.returncode == 0, result.stdout + result.stderr

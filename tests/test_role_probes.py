@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from adhoc import run_playbook
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.probe_wants import (
     SPEC,
     WantsError,
@@ -23,7 +24,6 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.probe_wants i
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 
 
 # --- the union, case by case ------------------------------------------------
@@ -178,18 +178,9 @@ def render(tmp: Path, *extra: str, before: str = "") -> dict:
     }
     (tmp / "hosts.yml").write_text(yaml.safe_dump(inventory))
     (tmp / "play.yml").write_text(PLAY)
-    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
-    env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(tmp / "facts")
 
     def play(name: str, *args: str) -> None:
-        result = subprocess.run(
-            [str(ANSIBLE_PLAYBOOK), "-i", str(tmp / "hosts.yml"), str(tmp / name), *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        result = run_playbook(tmp / "hosts.yml", tmp / name, *args)
         assert result.returncode == 0, result.stdout + result.stderr
 
     if before:
