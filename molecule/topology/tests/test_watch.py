@@ -137,6 +137,20 @@ class JobStream:
         for t in self.threads:
             t.join()
         sh("ctl", "scancel -n watch", check=False)
+        # Nothing left behind: a job still ending on node2 would hold the next
+        # test's drain in "drng" (a job cancelled as it started can take
+        # slurmd's KillWait, 30 s, to end).
+        try:
+            wait_for(lambda: not sh("ctl", "squeue -h -n watch -o %i", check=False).strip(), 90)
+        except AssertionError as e:
+            raise AssertionError(f"watch jobs still queued after scancel: {queue()}") from e
+
+
+def queue() -> str:
+    """Every job Slurm holds and node2's line, for a failure's message."""
+    jobs = sh("ctl", "squeue -h -t all -o '%i %j %u %T %M %N %r'", check=False)
+    node = sh("ctl", f"scontrol show node {FAULT_NODE} | grep -E 'State|Reason'", check=False)
+    return f"\n{jobs}{node}"
 
 
 def wait_for(pred, limit: float) -> float:
@@ -227,6 +241,8 @@ def test_each_fault_drains_its_node_with_the_cause_and_heals() -> None:
 
 def test_an_admin_drain_during_a_fault_is_left_after_the_fix() -> None:
     _name, inject, heal, words = FAULTS[1]
+    # No job on node2 (a job there holds an admin's drain in "drng").
+    wait_for(lambda: not sh("ctl", f"squeue -h -w {FAULT_NODE} -o %i").strip(), 90)
     sh(FAULT_NODE, inject)
     try:
         wait_for(lambda: node_line(FAULT_NODE)[1].startswith(words), INTERVAL + 10)
@@ -239,7 +255,8 @@ def test_an_admin_drain_during_a_fault_is_left_after_the_fix() -> None:
     try:
         # Two runs after the fix: the admin's drain stays, untouched.
         time.sleep(2 * INTERVAL + 2)
-        assert node_line(FAULT_NODE) == ("drain", "swap the GPU, back Monday")
+        line = node_line(FAULT_NODE)
+        assert line == ("drain", "swap the GPU, back Monday"), (line, queue())
         last = json.loads(sh(FAULT_NODE, f"cat {STATE}/last.json"))
         assert (last["verdict"], last["action"]) == ("PASS", "kept")
     finally:
