@@ -122,6 +122,23 @@ EVERY_KIND = """\
     - name: Variables from a file, per host
       ansible.builtin.include_vars: "{{ 'vars_' ~ inventory_hostname ~ '.yml' }}"
       register: r_vars
+    - name: A loop empty on a and b, its when false on c
+      ansible.builtin.debug:
+        msg: "{{ item }}"
+      loop: "{{ [inventory_hostname] if inventory_hostname == 'c' else [] }}"
+      when: item != 'c'
+      register: r_empty
+    - name: An empty literal loop (its when is never evaluated)
+      ansible.builtin.debug:
+        msg: never
+      loop: []
+      when: no_such_variable
+      register: r_empty_literal
+    - name: A loop from a lookup in the task's search path
+      ansible.builtin.debug:
+        msg: "{{ item | basename }}"
+      loop: "{{ query('fileglob', '*.txt') }}"
+      register: r_glob
     - name: An include
       ansible.builtin.include_tasks: never.yml
       when: false
@@ -134,11 +151,11 @@ EVERY_KIND = """\
         content: >-
           {{ dict(['r_false', 'r_a', 'r_magic', 'r_loop', 'r_fact', 'r_list',
                    'r_undefined', 'r_delegated', 'r_secret', 'r_included', 'r_assert', 'r_spec',
-                   'r_vars', 'from_file']
+                   'r_vars', 'from_file', 'r_empty', 'r_empty_literal', 'r_glob']
                   | zip([r_false, r_a, r_magic, r_loop, r_fact, r_list,
                          r_undefined, r_delegated, r_secret,
                          r_included | default('not included'), r_assert, r_spec,
-                         r_vars, from_file]))
+                         r_vars, from_file, r_empty, r_empty_literal, r_glob]))
              | to_nice_json }}
         mode: "0644"
       delegate_to: localhost
@@ -167,6 +184,10 @@ WHO_DECIDES = """\
     - name: A false include
       ansible.builtin.include_tasks: never.yml
       when: "'include' is t.c.seen(log)"
+    - name: A loop empty on every host (templated here; no worker starts)
+      ansible.builtin.debug:
+        msg: "{{ item }}"
+      loop: "{{ ['never'] if 'loop' is t.c.seen(log) else [] }}"
     - name: Variables from a file (its name templated as the action runs)
       ansible.builtin.include_vars: "{{ 'vars' is t.c.seen(log) | ternary('', 'vars_a.yml') }}"
 """
@@ -185,6 +206,8 @@ def play(
         tmp_path / "coll", {"test/seen.py": TEST_PLUGIN}, "controller_skip"
     )
     (tmp_path / "never.yml").write_text("- ansible.builtin.fail:\n")
+    (tmp_path / "files").mkdir(exist_ok=True)
+    (tmp_path / "files" / "one.txt").write_text("found in the search path\n")
     for host in "abc":
         (tmp_path / f"vars_{host}.yml").write_text(f"from_file: {host} from its file\n")
     (tmp_path / "on_c.yml").write_text(
@@ -248,6 +271,15 @@ def test_every_kind_of_condition_ends_as_without_the_callback(tmp_path: Path) ->
     # include_vars, run here: each host's own file, its variables set on that host.
     assert [with_registered[h]["from_file"] for h in "abc"] == [f"{h} from its file" for h in "abc"]
     assert with_registered["b"]["r_vars"]["ansible_facts"] == {"from_file": "b from its file"}
+    # Empty loops: the worker's result (its when never evaluated), sent here.
+    empty = {"changed": False, "skipped": True, "skipped_reason": "No items in the list"}
+    for h in "ab":
+        assert with_registered[h]["r_empty"] == empty | {"results": []}
+    (item,) = with_registered["c"]["r_empty"]["results"]  # one item, in its worker
+    assert (item["item"], item["skipped"], item["false_condition"]) == ("c", True, "item != 'c'")
+    assert with_registered["a"]["r_empty_literal"] == empty | {"results": []}
+    # A loop's lookup reads the task's search path, here as in the worker.
+    assert [r["msg"] for r in with_registered["b"]["r_glob"]["results"]] == ["one.txt"]
     assert re.search(r"a +: ok=\d+ +changed=1 .*skipped=\d+ +rescued=0 +ignored=2", with_text)
 
 
@@ -275,6 +307,11 @@ def test_a_false_condition_is_decided_in_ansibles_own_process(
     assert len(vars_pids) == 3, seen
     assert set(vars_pids) == (false_pids if enabled else set(vars_pids)), seen
     assert len(set(vars_pids)) == (1 if enabled else 3), seen
+    loop_pids = [pid for pid, value in seen if value == "loop"]
+    assert len(loop_pids) == 3, seen
+    # An empty loop: templated here for every host, or in a worker per host.
+    assert set(loop_pids) == (false_pids if enabled else set(loop_pids)), seen
+    assert len(set(loop_pids)) == (1 if enabled else 3), seen
     include_pids = [pid for pid, value in seen if value == "include"]
     assert len(include_pids) == 3, seen
     # A false include, like any false condition: here, or in a worker per host.

@@ -20,9 +20,14 @@ description:
     condition) is sent without a worker. Callbacks, C(register) and the recap get
     the same result; only the order in which the hosts' results arrive may differ,
     as it does between two runs with workers.
+  - A task whose C(loop) is an empty list on a host is skipped here too, with the
+    result its worker would send (C(No items in the list); its C(when) is evaluated
+    per item, so not at all). The loop is templated with the variables and search
+    path the worker would use; a loop with items goes to the worker, which templates
+    it again.
   - These still go to a worker, which decides as it always did. A condition that
-    holds, or that cannot be evaluated here. A task with a loop (its condition is
-    evaluated per item) or with C(delegate_to). Every task under a strategy other
+    holds, or that cannot be evaluated here. A loop with items, or a C(with_) loop
+    (a lookup). A task with C(delegate_to). Every task under a strategy other
     than Ansible's C(linear). (Import and meta tasks never reach a worker.)
   - An C(include_tasks) or C(include_role) whose condition is false is skipped here
     too. Its worker would send the same skipped result, and Ansible expands no file
@@ -58,6 +63,13 @@ from ansible.utils.display import Display  # noqa: E402
 # play context's; a false one returns the dict below).
 SUPPORTED = ("2.19.",)
 SKIP_RESULT = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
+# What run() returns for a loop whose items are an empty list (its when is not evaluated).
+EMPTY_LOOP_RESULT = {
+    "changed": False,
+    "skipped": True,
+    "skipped_reason": "No items in the list",
+    "results": [],
+}
 LINEAR = "ansible.plugins.strategy.linear"
 # Import and meta actions: the strategy handles them itself, no worker runs them.
 # (An include's false condition is decided here: the worker returns the same
@@ -85,9 +97,11 @@ except ImportError:
 def skip_result(host: t.Any, task: t.Any, task_vars: dict, play_context: t.Any, loader: t.Any):
     """The result the worker would send when the task's condition is false on host, or None
     when the worker has to decide (a condition that holds, or anything not handled here)."""
-    if not task.when or task.loop is not None or task.loop_with or task.delegate_to:
+    if task.loop_with or task.delegate_to or task.action in _NOT_HERE:
         return None
-    if task.action in _NOT_HERE:
+    if task.loop is not None:
+        return empty_loop_result(task, task_vars, loader)
+    if not task.when:
         return None
     try:
         templar = TemplateEngine(loader=loader, variables=task_vars)
@@ -108,6 +122,26 @@ def skip_result(host: t.Any, task: t.Any, task_vars: dict, play_context: t.Any, 
     except Exception:  # an error is the worker's to raise, with its context
         return None
     return result
+
+
+def empty_loop_result(task: t.Any, task_vars: dict, loader: t.Any):
+    """The worker's result for a ``loop:`` whose items are an empty list, or None (items,
+    or anything else: the worker's to decide). Templated as the worker's
+    _get_loop_items does, with the task's search path."""
+    if isinstance(task.loop, list):
+        return None if task.loop else dict(EMPTY_LOOP_RESULT)
+    if not isinstance(task.loop, str):
+        return None
+    try:
+        variables = dict(task_vars)
+        search = task.get_search_path()
+        if loader.get_basedir() not in search:
+            search.append(loader.get_basedir())
+        variables["ansible_search_path"] = search
+        items = TemplateEngine(loader=loader, variables=variables).template(task.loop)
+    except Exception:  # an undefined loop, say: the worker's to report, with its when
+        return None
+    return dict(EMPTY_LOOP_RESULT) if isinstance(items, list) and not items else None
 
 
 _resolved: dict[tuple, str] = {}
