@@ -23,6 +23,20 @@ from pathlib import Path
 
 APT_QUIET = 'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\n'
 APT_KEEP_DEBS = 'Binary::apt::APT::Keep-Downloaded-Packages "true";\n'
+# dpkg in a throwaway test image, as Docker's debian images set it: no fsync per
+# file, and no manuals, docs or translations (the copyrights stay). A cold
+# install of the controller's packages took 15 % less (2026-12-06: 21.1 s
+# against 17.9 s, two runs each); the roles read none of these folders.
+DPKG_FAST = """\
+force-unsafe-io
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/man/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/locale/*
+path-include /usr/share/locale/locale.alias
+path-exclude /usr/share/lintian/*
+"""
 
 
 def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
@@ -66,9 +80,11 @@ def chroot(rootfs: Path, *cmd: str) -> None:
 
 
 def quiet_apt(rootfs: Path, name: str, keep_debs: bool = False) -> None:
-    """No recommends or suggests; with keep_debs, apt keeps what it downloads."""
+    """No recommends or suggests; with keep_debs, apt keeps what it downloads; dpkg
+    without fsync and docs (DPKG_FAST)."""
     text = APT_QUIET + (APT_KEEP_DEBS if keep_debs else "")
     (rootfs / "etc/apt/apt.conf.d" / name).write_text(text)
+    (rootfs / "etc/dpkg/dpkg.cfg.d" / name).write_text(DPKG_FAST)
 
 
 def mask_units(rootfs: Path, units: Iterable[str]) -> None:
