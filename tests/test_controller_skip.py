@@ -188,6 +188,10 @@ WHO_DECIDES = """\
       ansible.builtin.debug:
         msg: "{{ item }}"
       loop: "{{ ['never'] if 'loop' is t.c.seen(log) else [] }}"
+    - name: An empty loop that calls a lookup (left to the workers)
+      ansible.builtin.debug:
+        msg: "{{ item }}"
+      loop: "{{ ['never'] if 'lookup' is t.c.seen(log) else query('ansible.builtin.items', []) }}"
     - name: Variables from a file (its name templated as the action runs)
       ansible.builtin.include_vars: "{{ 'vars' is t.c.seen(log) | ternary('', 'vars_a.yml') }}"
 """
@@ -312,6 +316,8 @@ def test_a_false_condition_is_decided_in_ansibles_own_process(
     # An empty loop: templated here for every host, or in a worker per host.
     assert set(loop_pids) == (false_pids if enabled else set(loop_pids)), seen
     assert len(set(loop_pids)) == (1 if enabled else 3), seen
+    lookup_pids = [pid for pid, value in seen if value == "lookup"]
+    assert len(set(lookup_pids)) == 3 and not set(lookup_pids) & false_pids, seen  # workers
     include_pids = [pid for pid, value in seen if value == "include"]
     assert len(include_pids) == 3, seen
     # A false include, like any false condition: here, or in a worker per host.

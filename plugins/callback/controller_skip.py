@@ -24,7 +24,8 @@ description:
     result its worker would send (C(No items in the list); its C(when) is evaluated
     per item, so not at all). The loop is templated with the variables and search
     path the worker would use; a loop with items goes to the worker, which templates
-    it again.
+    it again. A loop that calls a lookup itself (C(lookup), C(query), C(q)) always
+    goes to the worker.
   - These still go to a worker, which decides as it always did. A condition that
     holds, or that cannot be evaluated here. A loop with items, or a C(with_) loop
     (a lookup). A task with C(delegate_to). Every task under a strategy other
@@ -49,6 +50,7 @@ requirements:
 """
 
 import os  # noqa: E402
+import re  # noqa: E402
 import typing as t  # noqa: E402
 
 from ansible import constants as C  # noqa: E402
@@ -70,6 +72,8 @@ EMPTY_LOOP_RESULT = {
     "skipped_reason": "No items in the list",
     "results": [],
 }
+# A loop template that calls a lookup itself (lookup, query or q).
+_CALLS_LOOKUP = re.compile(r"\b(?:lookup|query|q)\s*\(")
 LINEAR = "ansible.plugins.strategy.linear"
 # Import and meta actions: the strategy handles them itself, no worker runs them.
 # (An include's false condition is decided here: the worker returns the same
@@ -127,10 +131,11 @@ def skip_result(host: t.Any, task: t.Any, task_vars: dict, play_context: t.Any, 
 def empty_loop_result(task: t.Any, task_vars: dict, loader: t.Any):
     """The worker's result for a ``loop:`` whose items are an empty list, or None (items,
     or anything else: the worker's to decide). Templated as the worker's
-    _get_loop_items does, with the task's search path."""
+    _get_loop_items does, with the task's search path. A loop that calls a lookup
+    itself is left to the worker: with items it would run here and there."""
     if isinstance(task.loop, list):
-        return None if task.loop else dict(EMPTY_LOOP_RESULT)
-    if not isinstance(task.loop, str):
+        return None if task.loop else EMPTY_LOOP_RESULT | {"results": []}
+    if not isinstance(task.loop, str) or _CALLS_LOOKUP.search(task.loop):
         return None
     try:
         variables = dict(task_vars)
@@ -141,7 +146,9 @@ def empty_loop_result(task: t.Any, task_vars: dict, loader: t.Any):
         items = TemplateEngine(loader=loader, variables=variables).template(task.loop)
     except Exception:  # an undefined loop, say: the worker's to report, with its when
         return None
-    return dict(EMPTY_LOOP_RESULT) if isinstance(items, list) and not items else None
+    if isinstance(items, list) and not items:
+        return EMPTY_LOOP_RESULT | {"results": []}  # a list of its own for each host
+    return None
 
 
 _resolved: dict[tuple, str] = {}
