@@ -674,6 +674,48 @@ def test_the_probe_runs_no_venv_python_from_a_folder_others_may_write(tmp_path: 
     assert info["error"] == (f"not run as root: {venv} is writable by others than root (mode 0777)")
 
 
+def test_the_probe_reads_the_report_the_pytorch_roles_check_kept(tmp_path: Path) -> None:
+    """With the role's verify_torch.py: its kept report while the fingerprint holds, no write.
+
+    A venv of its own whose site-packages lead to this venv's torch. A kept
+    report with the right fingerprint (and a version no import would give) is
+    what the probe returns; torch_fresh imports torch (a stale fingerprint:
+    tests/test_torch_gates.py).
+    """
+    import socket
+    import subprocess
+    import sysconfig
+
+    script = (ROOT / "roles/pytorch/files/verify_torch.py").read_text()
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    Path(site, "torch-here.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    fingerprint = subprocess.run(
+        [python, "-I", "-c", script + "\nprint(fingerprint())"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()[-1]  # fmt: skip
+    kept = venv / f".torch-verified-{socket.gethostname()}.json"
+    report = {"torch": "9.9.9", "cuda_build": None, "device_count": 0, "devices": []}
+    kept.write_text(json.dumps({"fingerprint": fingerprint, "verified_at": "T1", "report": report}))
+    before = kept.read_text()
+
+    info = probe.torch_info(python, False, str(tmp_path), script)
+    assert info["ok"] and (info["version"], info["cached"], info["verified_at"]) == (
+        "9.9.9",
+        True,
+        "T1",
+    ), info
+    fresh = probe.torch_info(python, False, str(tmp_path), script, fresh=True)
+    assert fresh["ok"] and fresh["cached"] is False, fresh
+    assert fresh["version"] == pytest.importorskip("torch").__version__
+    assert kept.read_text() == before  # the doctor writes nothing
+
+
 def test_a_slurmd_munge_cannot_serve_is_the_clocks_consequence_not_a_cause(probes: dict) -> None:
     """munged's clock 400 s off on node2: slurmd fails to start; the clock is the one cause."""
     probes["node2"]["local"]["time"] += 0  # the system clock is right: munged's is not

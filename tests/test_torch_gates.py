@@ -181,3 +181,52 @@ def test_the_report_imports_what_a_ddp_job_imports(monkeypatch) -> None:
     before = vt.fingerprint()
     monkeypatch.setattr(vt, "JOB_MODULES", (*vt.JOB_MODULES, "torch.no_such_module"))
     assert vt.fingerprint() != before  # a changed list verifies (and compiles) again
+
+
+def test_a_moved_or_added_entry_beside_torch_verifies_again(tmp_path, monkeypatch) -> None:
+    """The fingerprint reads torch's folders and every package's record, not only torch's.
+
+    A fake site-packages (torch's metadata and folders, one other package): a
+    renamed torch folder (it still has its RECORD), a file gone from torch/lib,
+    another package installed or rewritten: each changes the fingerprint.
+    """
+    site = tmp_path / "site-packages"
+    (site / "torch" / "lib").mkdir(parents=True)
+    (site / "torch" / "lib" / "libtorch_cpu.so").write_text("x")
+    info = site / "torch-9.9.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 9.9\n")
+    (info / "RECORD").write_text("torch/__init__.py,,\n")
+    other = site / "numpy-1.0.dist-info"
+    other.mkdir()
+    (other / "RECORD").write_text("numpy/__init__.py,,\n")
+    dist = next(iter(vt.metadata.distributions(path=[str(site)], name="torch")))
+    monkeypatch.setattr(vt.metadata, "distribution", lambda name: dist)
+    seen = {vt.fingerprint()}
+
+    def changed(step) -> None:
+        step()
+        now = vt.fingerprint()
+        assert now not in seen, step.__doc__
+        seen.add(now)
+
+    def hide() -> None:
+        """torch's folder renamed, its metadata left"""
+        (site / "torch").rename(site / "torch.hidden")
+
+    def restore() -> None:
+        """torch's folder back, one library gone"""
+        (site / "torch.hidden").rename(site / "torch")
+        (site / "torch" / "lib" / "libtorch_cpu.so").unlink()
+
+    def rewrite() -> None:
+        """another package reinstalled (its RECORD rewritten)"""
+        (other / "RECORD").write_text("numpy/__init__.py,,\nnumpy/core.py,,\n")
+
+    def add() -> None:
+        """a package added beside torch"""
+        (site / "nvidia_nccl-1.dist-info").mkdir()
+
+    for step in (hide, restore, rewrite, add):
+        changed(step)
+    assert vt.fingerprint() in seen  # nothing changed: the same

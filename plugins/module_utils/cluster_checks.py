@@ -461,8 +461,9 @@ REGISTRY: tuple[Check, ...] = (
     Check(
         "torch.venv",
         "cluster",
-        "torch in the cluster's venv (imported by doctor.yml; found without importing it "
-        "before a smoke job) and the CUDA devices it sees",
+        "torch in the cluster's venv and the CUDA devices it sees (doctor.yml: the pytorch "
+        "role's check, imported again once anything it depends on changed; found without "
+        "importing it before a smoke job)",
         "run site.yml (role pytorch reinstalls the venv)",
         ("doctor",),
         kinds=("compute",),

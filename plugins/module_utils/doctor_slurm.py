@@ -323,7 +323,13 @@ class Doctor(DoctorSteps):
                     h,
                     "torch.venv",
                     "PASS",
-                    f"torch {info.get('version')}, {info.get('device_count')} CUDA devices",
+                    f"torch {info.get('version')}, {info.get('device_count')} CUDA devices"
+                    + (
+                        f" (torch's check of {info.get('verified_at')}: nothing it depends on "
+                        "changed since)"
+                        if info.get("cached")
+                        else ""
+                    ),
                 )
 
     def reachability(self) -> None:

@@ -133,6 +133,17 @@ options:
       smoke job's doctor: the job imports it).
     type: bool
     default: false
+  torch_script:
+    description: >-
+      With O(venv_python) and not O(torch_quick), the pytorch role's files/verify_torch.py
+      (as text), run read-only: the report it kept while nothing torch depends on changed,
+      else torch imported. Empty, torch is imported here each time.
+    type: str
+    default: ""
+  torch_fresh:
+    description: With O(torch_script), import torch even where the kept report holds.
+    type: bool
+    default: false
   health_state_dir:
     description: Where the node health program keeps its last verdict (last.json).
     type: str
@@ -494,12 +505,16 @@ def lab_users(users: list[dict]) -> dict:
     return {str(u["name"]): r for u, r in zip(users, results, strict=True)}
 
 
-def torch_info(python: str, quick: bool = False, shared: str = "") -> dict | None:
+def torch_info(
+    python: str, quick: bool = False, shared: str = "", script: str = "", fresh: bool = False
+) -> dict | None:
     """torch in the venv: imported (version, CUDA devices), or with `quick` only found.
 
     The quick look (a few hundredths of a second, before a smoke job) finds
     the package and its version without importing it: a venv that lost torch
-    is named before any rank starts.
+    is named before any rank starts. With `script` (the pytorch role's
+    verify_torch.py), the report that role's check kept while its fingerprint
+    holds, else that check run now, never written (the doctor changes nothing).
     """
     if not python:
         return None
@@ -510,11 +525,27 @@ def torch_info(python: str, quick: bool = False, shared: str = "") -> dict | Non
     untrusted = root_owned_problem(python, shared)
     if untrusted:
         return {**base, "ok": False, "error": f"not run as root: {untrusted}"}
-    res = run([python, "-I", "-c", TORCH_FIND if quick else TORCH_SNIPPET], timeout=60)
+    if script and not quick:
+        # Read-only, as site.yml's probe runs it (roles/pytorch/meta/probe.yml):
+        # no kept report and no bytecode written.
+        argv = [python, "-I", "-B", "-c", script, "--no-write"] + (["--fresh"] if fresh else [])
+    else:
+        argv = [python, "-I", "-c", TORCH_FIND if quick else TORCH_SNIPPET]
+    res = run(argv, timeout=120)
+    lines = (res["err"] or res["out"]).strip().splitlines()
     if res["rc"] != 0:
-        lines = (res["err"] or res["out"]).strip().splitlines()
         return {**base, "ok": False, "error": lines[-1] if lines else f"exit {res['rc']}"}
-    info = json.loads(res["out"].strip().splitlines()[-1])
+    try:
+        info = json.loads(res["out"].strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return {**base, "ok": False, "error": lines[-1] if lines else "no report"}
+    if script and not quick:
+        if "error" in info:
+            error = str(info["error"]).removeprefix("import torch failed: ")
+            return {**base, "ok": False, "error": error}
+        names = {"torch": "version", "cuda_build": "cuda", "device_count": "device_count"}
+        names |= {"cached": "cached", "verified_at": "verified_at"}
+        info = {new: info.get(old) for old, new in names.items()}
     return {**base, **info, "ok": True}
 
 
@@ -540,7 +571,14 @@ def local(p: dict) -> dict:
                     for name, target in p["ports"].items()
                 }
             ),
-            "torch": pool.submit(torch_info, p["venv_python"], p["torch_quick"], p["shared_path"]),
+            "torch": pool.submit(
+                torch_info,
+                p["venv_python"],
+                p["torch_quick"],
+                p["shared_path"],
+                p["torch_script"],
+                p["torch_fresh"],
+            ),
             "resolved": pool.submit(lambda: {n: resolve(n) for n in p["resolve"]}),
             "users": pool.submit(lab_users, p["users"]),
             "shared": pool.submit(shared_of, p, host),
@@ -639,6 +677,8 @@ def main() -> None:
             "resolve": {"type": "list", "elements": "str", "default": []},
             "checks_config": {"type": "str", "default": ""},
             "torch_quick": {"type": "bool", "default": False},
+            "torch_script": {"type": "str", "default": ""},
+            "torch_fresh": {"type": "bool", "default": False},
             "health_state_dir": {"type": "str", "default": "/var/lib/slurm-cluster/health"},
         },
         supports_check_mode=True,

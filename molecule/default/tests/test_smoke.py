@@ -61,7 +61,8 @@ def test_smoke_job_fails_naming_the_bad_rank(run_playbook) -> None:
 
 def test_a_venv_without_torch_stops_the_smoke_job_naming_that_node(run_playbook) -> None:
     """torch gone from node2's venv: the doctor finds it (without importing torch) before
-    anything launches, naming node2 and the import error; node1 is not blamed."""
+    anything launches, naming node2 and the import error; node1 is not blamed.
+    doctor.yml names it too, though the role's check kept a passing report there."""
     node2 = host("node2")
     where = "import sysconfig; print(sysconfig.get_path('purelib'))"
     site = node2.check_output(f'/opt/pytorch/venv/bin/python -I -c "{where}"')
@@ -69,8 +70,18 @@ def test_a_venv_without_torch_stops_the_smoke_job_naming_that_node(run_playbook)
     assert moved.rc == 0, moved.stderr
     try:
         result = run_playbook("smoke_train.yml", "-e", '{"smoke_train_modes": ["srun"]}')
+        # doctor.yml reads the report the pytorch role's check kept: node2's
+        # no longer holds (a folder beside torch's changed), so it imports.
+        doctor = run_playbook("playbooks/doctor.yml")
     finally:
         node2.run(f"mv {site}/torch.hidden-by-test {site}/torch")
+    said = " ".join((doctor.stdout + doctor.stderr).split())
+    assert doctor.returncode != 0, said[-3000:]
+    assert (
+        "node2 torch.venv: import torch failed in /opt/pytorch/venv/bin/python: "
+        "ModuleNotFoundError: No module named 'torch'" in said
+    ), said[-3000:]
+    assert "node1 torch.venv" not in said.split("Doctor FAIL: ", 1)[-1]
     out = " ".join((result.stdout + result.stderr).split())
     assert result.returncode != 0, out
     assert (

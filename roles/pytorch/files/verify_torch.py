@@ -4,12 +4,14 @@ Runs with the venv's python. Always exits 0 with a report; a broken torch is
 reported in "error", and the role's assert turns it into a failure that names
 the node. Only the import costs time (about 2 s on a small machine), so a
 passing report is kept in the venv with a fingerprint of everything it
-depends on: the installed torch (version and files), the NVIDIA driver
-loaded, the GPU device files, CUDA_VISIBLE_DEVICES, the python. While that
-fingerprint holds, the kept report is printed ("cached": true) and torch is
-not imported; any difference, a failed report, or --fresh (the role passes it
-when it has just installed torch) verifies again. --no-write (check mode)
-keeps nothing.
+depends on: the installed torch (version and files), every package in the
+venv's site-packages, the folders torch and its libraries lie in (a renamed,
+moved or deleted entry changes their times), the NVIDIA driver loaded, the
+GPU device files, CUDA_VISIBLE_DEVICES, the python. While that fingerprint
+holds, the kept report is printed ("cached": true) and torch is not
+imported; any difference, a failed report, or --fresh (the role passes it
+when it has just installed torch) verifies again. --no-write (check mode,
+and the cluster doctor, which reads the same report) keeps nothing.
 
 It also imports what every distributed job imports (``JOB_MODULES``: DDP's
 constructor imports torch._dynamo, torchrun its elastic agent). pip installs
@@ -55,13 +57,38 @@ def _read(path: str) -> str:
         return ""
 
 
+def _stamp(path: object) -> str:
+    """Modification time and size of a file or folder; "-" where it is not there."""
+    try:
+        stat = os.stat(str(path))
+    except OSError:
+        return "-"
+    return f"{stat.st_mtime_ns} {stat.st_size}"
+
+
+def installed(site: str) -> str:
+    """Each distribution's metadata folder in site-packages, with its RECORD's stamp."""
+    try:
+        names = sorted(n for n in os.listdir(site) if n.endswith(".dist-info"))
+    except OSError:
+        return "-"
+    return "\n".join(f"{n} {_stamp(os.path.join(site, n, 'RECORD'))}" for n in names)
+
+
 def fingerprint() -> str:
     """Hash of what torch's answer depends on, read without importing torch."""
     try:
         dist = metadata.distribution("torch")
-        record = dist.locate_file(f"torch-{dist.version}.dist-info/RECORD")
-        stat = os.stat(record)
-        torch_id = f"{dist.version} {stat.st_mtime_ns} {stat.st_size}"
+        site = str(dist.locate_file(""))
+        torch_id = "\n".join(
+            [
+                dist.version,
+                _stamp(site),
+                _stamp(os.path.join(site, "torch")),
+                _stamp(os.path.join(site, "torch", "lib")),
+                installed(site),
+            ]
+        )
     except (metadata.PackageNotFoundError, OSError):
         torch_id = "no torch"
     parts = [
@@ -128,8 +155,11 @@ def main(argv: list[str]) -> dict:
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if write and "error" not in result:
         try:
+            # Read again: the first import as root wrote torch's __pycache__,
+            # a new entry in torch's folder.
+            kept = {"fingerprint": fingerprint(), "verified_at": now, "report": result}
             tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"fingerprint": key, "verified_at": now, "report": result}))
+            tmp.write_text(json.dumps(kept))
             tmp.replace(path)
         except OSError:
             pass  # an unwritable venv only costs the next run the import
