@@ -239,3 +239,55 @@ def test_the_probes_read_counts_when_the_reports_own_was_skipped(tmp_path: Path)
     own = {"stdout": '{"node": "node2", "ok": 1}\n' + cluster_health_files.READ_MARKER + "\n"}
     cluster_health_files.merge(tmp_path, {"node2": [own, probe]})
     assert '"ok": 1' in (tmp_path / "health" / "node2.json").read_text()
+
+
+def test_the_doctors_probe_reads_what_the_reports_command_reads(tmp_path: Path) -> None:
+    """node_checks.health_files (the doctor's probe, in Python) gives what the read
+    command of roles/monitoring gives: last.json, the last 500 lines of events.jsonl
+    (a file of several 64 KiB blocks, and one without a last newline), none where absent."""
+    import shlex
+
+    import jinja2
+    from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import node_checks
+
+    cmd_template = yaml.safe_load((ROOT / "roles/monitoring/vars/main.yml").read_text())[
+        "__monitoring_health_read_cmd"
+    ]
+    assert f"tail -n {node_checks.EVENTS_TAIL} " in cmd_template
+    env = jinja2.Environment()
+    env.filters["quote"] = shlex.quote
+    cmd = env.from_string(cmd_template).render(cluster_health_state_dir=str(tmp_path))
+
+    def both() -> tuple[tuple[str, str], tuple[str, str]]:
+        shell = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, check=False)
+        read = cluster_health_files.split_read(shell.stdout)
+        mine = node_checks.health_files(str(tmp_path))
+        return read, (mine["last"].strip(), mine["events"].strip())
+
+    assert both() == (("", ""), ("", ""))
+    shutil.copy(FIXTURE / "health-last-fail.json", tmp_path / "last.json")
+    long = {**DRAIN, "reason": "health: " + "x" * 150}
+    events = [line({**long, "time": float(i)}) for i in range(1200)]
+    (tmp_path / "events.jsonl").write_text("\n".join(events) + "\n")
+    read, mine = both()
+    assert read == mine and mine[1].splitlines() == events[-500:]
+    (tmp_path / "events.jsonl").write_text("\n".join(events[:3]))  # no last newline
+    read, mine = both()
+    assert read == mine and mine[1].splitlines() == events[:3]
+
+
+def test_the_report_takes_the_doctors_read_and_reads_nothing_itself(tmp_path: Path) -> None:
+    """doctor.yml: cluster_doctor_health_files holds the node's files; the report's own
+    read is skipped (its state folder here does not exist) and the doctor's is kept."""
+    results = tmp_path / "results" / "lab"
+    read = {"localhost": {"last": '{"node": "node2", "ok": 0}', "events": line(DRAIN)}}
+    run = playbook(
+        tmp_path, results, "-e", f"cluster_health_state_dir={tmp_path / 'absent'}",
+        "-e", "monitoring_enabled=false",
+        "-e", json.dumps({"cluster_doctor_health_files": read}), compute=True,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    # Skipped: no task header (skipped hosts are not shown), only the timing recap's line.
+    assert "TASK [gpulab.slurm_cluster.monitoring : Read the node health" not in run.stdout
+    assert (results / "health" / "localhost-events.jsonl").read_text() == line(DRAIN) + "\n"
+    assert json.loads((results / "health" / "localhost.json").read_text())["node"] == "node2"

@@ -326,3 +326,31 @@ def load_json(path: str, default: object) -> object:
             return json.load(handle)
     except (OSError, ValueError):
         return default
+
+
+# How many of events.jsonl's last lines the monitoring role's report reads
+# (roles/monitoring/vars/main.yml __monitoring_health_read_cmd: tail -n 500).
+EVENTS_TAIL = 500
+
+
+def health_files(state_dir: str, lines: int = EVENTS_TAIL) -> dict:
+    """The node health program's files as the cluster report keeps them: last.json's
+    text and the last `lines` lines of events.jsonl ("" where a file is not there)."""
+    try:
+        with open(os.path.join(state_dir, "last.json"), encoding="utf-8", errors="replace") as f:
+            last = f.read().strip()
+    except OSError:
+        last = ""
+    data = b""
+    try:
+        with open(os.path.join(state_dir, "events.jsonl"), "rb") as handle:
+            pos = handle.seek(0, os.SEEK_END)
+            while pos > 0 and data.count(b"\n") <= lines:
+                step = min(65536, pos)
+                pos -= step
+                handle.seek(pos)
+                data = handle.read(step) + data
+    except OSError:
+        data = b""
+    events = b"\n".join(data.splitlines()[-lines:]).decode("utf-8", "replace")
+    return {"last": last, "events": events}

@@ -148,6 +148,12 @@ options:
     description: Where the node health program keeps its last verdict (last.json).
     type: str
     default: /var/lib/slurm-cluster/health
+  health_files:
+    description: >-
+      O(phase=local) - also return the node health program's last.json and the last 500 lines
+      of its events.jsonl (C(health_files), as the monitoring role's cluster report reads them).
+    type: bool
+    default: false
 author:
   - slurm-cluster-in-a-box contributors (@gpulab)
 """
@@ -227,28 +233,15 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.doctor_exchan
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.node_base import (
     as_user,
     file_info,
-    root_owned_problem,
     run,
     units,
 )
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.slurm_node import read_installed
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.torch_probe import torch_info
 
 SERVICES = ("munge", "slurmd", "slurmctld", "slurmdbd", "sackd")
 CONF_FILES = ("slurm.conf", "gres.conf", "cgroup.conf")
 CONFIGLESS_DIR = "/run/slurm/conf"
-TORCH_SNIPPET = (
-    "import json, torch; print(json.dumps({'version': torch.__version__, "
-    "'cuda': torch.version.cuda, 'device_count': torch.cuda.device_count()}))"
-)
-
-
-# torch found and its version read, not imported: the error line names what is missing.
-TORCH_FIND = (
-    "import importlib.util, importlib.metadata, json\n"
-    "if importlib.util.find_spec('torch') is None:\n"
-    "    raise SystemExit(\"ModuleNotFoundError: No module named 'torch'\")\n"
-    "print(json.dumps({'version': importlib.metadata.version('torch')}))"
-)
 
 
 def services() -> dict:
@@ -505,50 +498,6 @@ def lab_users(users: list[dict]) -> dict:
     return {str(u["name"]): r for u, r in zip(users, results, strict=True)}
 
 
-def torch_info(
-    python: str, quick: bool = False, shared: str = "", script: str = "", fresh: bool = False
-) -> dict | None:
-    """torch in the venv: imported (version, CUDA devices), or with `quick` only found.
-
-    The quick look (a few hundredths of a second, before a smoke job) finds
-    the package and its version without importing it: a venv that lost torch
-    is named before any rank starts. With `script` (the pytorch role's
-    verify_torch.py), the report that role's check kept while its fingerprint
-    holds, else that check run now, never written (the doctor changes nothing).
-    """
-    if not python:
-        return None
-    base = {"python": python, "quick": quick}
-    if not os.path.exists(python):
-        return {**base, "ok": False, "error": f"{python} does not exist"}
-    # Root runs it: only from folders root owns all the way up.
-    untrusted = root_owned_problem(python, shared)
-    if untrusted:
-        return {**base, "ok": False, "error": f"not run as root: {untrusted}"}
-    if script and not quick:
-        # Read-only, as site.yml's probe runs it (roles/pytorch/meta/probe.yml):
-        # no kept report and no bytecode written.
-        argv = [python, "-I", "-B", "-c", script, "--no-write"] + (["--fresh"] if fresh else [])
-    else:
-        argv = [python, "-I", "-c", TORCH_FIND if quick else TORCH_SNIPPET]
-    res = run(argv, timeout=120)
-    lines = (res["err"] or res["out"]).strip().splitlines()
-    if res["rc"] != 0:
-        return {**base, "ok": False, "error": lines[-1] if lines else f"exit {res['rc']}"}
-    try:
-        info = json.loads(res["out"].strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        return {**base, "ok": False, "error": lines[-1] if lines else "no report"}
-    if script and not quick:
-        if "error" in info:
-            error = str(info["error"]).removeprefix("import torch failed: ")
-            return {**base, "ok": False, "error": error}
-        names = {"torch": "version", "cuda_build": "cuda", "device_count": "device_count"}
-        names |= {"cached": "cached", "verified_at": "verified_at"}
-        info = {new: info.get(old) for old, new in names.items()}
-    return {**base, **info, "ok": True}
-
-
 def local(p: dict) -> dict:
     host = socket.gethostname().split(".")[0]
     now = time.time()
@@ -584,6 +533,8 @@ def local(p: dict) -> dict:
             "shared": pool.submit(shared_of, p, host),
         }
         jobs["node_checks"] = pool.submit(node_checks, p["checks_config"], p["health_state_dir"])
+        if p["health_files"]:
+            jobs["health_files"] = pool.submit(nodechecks.health_files, p["health_state_dir"])
         if p["compute"]:
             jobs["hardware"] = pool.submit(hardware, conf_dir, host)
         if p["slurm_node"]:
@@ -680,6 +631,7 @@ def main() -> None:
             "torch_script": {"type": "str", "default": ""},
             "torch_fresh": {"type": "bool", "default": False},
             "health_state_dir": {"type": "str", "default": "/var/lib/slurm-cluster/health"},
+            "health_files": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
