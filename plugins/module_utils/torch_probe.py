@@ -50,7 +50,8 @@ def torch_info(
     untrusted = root_owned_problem(python, shared)
     if untrusted:
         return {**base, "ok": False, "error": f"not run as root: {untrusted}"}
-    if script and not quick:
+    verify = bool(script) and not quick
+    if verify:
         # Read-only, as site.yml's probe runs it (roles/pytorch/meta/probe.yml):
         # no kept report and no bytecode written.
         argv = [python, "-I", "-B", "-c", script, "--no-write"] + (["--fresh"] if fresh else [])
@@ -64,7 +65,7 @@ def torch_info(
         info = json.loads(res["out"].strip().splitlines()[-1])
     except (IndexError, ValueError):
         return {**base, "ok": False, "error": lines[-1] if lines else "no report"}
-    if script and not quick:
+    if verify:
         if "error" in info:
             error = str(info["error"]).removeprefix("import torch failed: ")
             return {**base, "ok": False, "error": error}
