@@ -10,13 +10,21 @@ Protocol, on one connection: the client sends ``nbytes`` and waits for a one-byt
 acknowledgement (that time is the client -> server rate); then the server does the
 same towards the client (the server -> client rate). Every socket operation and the
 whole transfer are bounded by ``timeout_s``.
+
+``wait_for_store``: before a rank other than 0 joins a ``tcp://`` rendezvous, it
+waits for rank 0's store to accept a connection (``rank._run_rank``).
 """
 
 from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ddp_smoke.launch import SlurmContext
 
 CHUNK = 1 << 20
 ACK = b"\x06"
@@ -137,3 +145,38 @@ def _receive(conn: socket.socket, nbytes: int, deadline: float) -> None:
 def _check_deadline(deadline: float, what: str) -> None:
     if time.monotonic() > deadline:
         raise TimeoutError(f"TCP transfer timed out while {what}")
+
+
+# torch's store client retries a refused connection after a backoff of about
+# 1 s, then 2 s (with jitter): a rank that reached the rendezvous a moment
+# before rank 0 opened its store waited past it (two processes on one host,
+# rank 0 0.3-1.0 s later: rank 0 then waited 0.11-1.47 s for the other to
+# join, 0.02-0.04 s with this wait; 2026-12-07). Polling the port first joins
+# within this interval of rank 0 listening.
+RENDEZVOUS_POLL_S = 0.02
+
+
+def wait_for_store(
+    ctx: SlurmContext,
+    limit_s: float,
+    connect: Callable[..., Any] = socket.create_connection,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str | None:
+    """Wait at most ``limit_s`` for rank 0's store of a ``tcp://`` rendezvous to accept a
+    connection. ``None`` once it does, or where there is nothing to wait for (rank 0
+    opens it; ``env://`` and ``file://`` rendezvous); else why it never did."""
+    if ctx.rank == 0 or ctx.init_method or not ctx.master_addr:
+        return None
+    deadline = clock() + limit_s
+    while True:
+        try:
+            connect((ctx.master_addr.strip("[]"), ctx.master_port), timeout=1.0).close()
+            return None
+        except OSError as exc:
+            if clock() >= deadline:
+                return (
+                    f"rank 0's store at {ctx.master} accepted no connection "
+                    f"within {limit_s:g} s (last: {exc})"
+                )
+        sleep(RENDEZVOUS_POLL_S)

@@ -34,7 +34,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.utils.data import TensorDataset
 
-from ddp_smoke import judge, launch
+from ddp_smoke import judge, launch, network
 from ddp_smoke.benchmarks import MEASUREMENTS, Bench, busbw_share
 from ddp_smoke.checks import (
     TrainConfig,
@@ -122,6 +122,9 @@ def _run_rank(ctx: SlurmContext, options: RunOptions, faults: Faults, record: Ra
     record.backend = "nccl" if device.type == "cuda" else "gloo"
     record.device = str(device)
     started = time.monotonic()
+    refused = network.wait_for_store(ctx, options.timeout_s)
+    if refused:
+        raise RuntimeError(f"rendezvous at {ctx.rendezvous} failed: {refused}")
     try:
         dist.init_process_group(
             record.backend,
