@@ -11,6 +11,7 @@ import json
 import socket
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -108,15 +109,7 @@ def test_a_real_port_opened_later_is_joined() -> None:
     opened = threading.Timer(0.3, server.listen)
     opened.start()
     try:
-        ctx = SlurmContext(
-            rank=1,
-            world_size=2,
-            local_rank=0,
-            job_id="7",
-            host="a",
-            master_addr="127.0.0.1",
-            master_port=number,
-        )
+        ctx = replace(context(1, addr="127.0.0.1"), master_port=number)
         assert network.wait_for_store(ctx, 30) is None
     finally:
         opened.cancel()
