@@ -206,6 +206,29 @@ def test_clock_offset_warns_then_fails_near_the_ttl(probes: dict) -> None:
     assert result(rep, "node1", "clock")["evidence"].startswith("offset to ctl +312 s")
 
 
+def test_readings_apart_by_the_probes_span_are_no_clock_offset(probes: dict) -> None:
+    # A loaded control machine: node1's probe started 6.5 s after the
+    # controller's, within a 16.6 s span (make test, 2026-12-07 06:23: a false
+    # WARN in the healthy runs). The clock all containers share is not off.
+    decoded = probes["ctl"]["cross"]["decoded"]["node1"]  # munged follows the system clock
+    probes["node1"]["local"]["time"] += 6.5
+    decoded["encode_time"] += 6.5
+    rep = report(probes, probe_spread_s=16.6)
+    assert rep["verdict"] == "PASS", rep["causes"]
+    evidence = result(rep, "node1", "clock")["evidence"]
+    assert evidence.startswith("offset to ctl +6 s (system clock +6.5 s, read up to 16.6 s apart")
+    assert "at least 0 s off" in evidence
+    # Read close together, the same readings are a clock 6.5 s off.
+    rep = report(probes, probe_spread_s=1.0)
+    assert result(rep, "node1", "clock")["status"] == "WARN"
+    # Beyond the TTL, a span does not hide it.
+    probes["node1"]["local"]["time"] += 300
+    decoded.update(encode_time=decoded["encode_time"] + 300, status="Rewound credential")
+    rep = report(probes, probe_spread_s=16.6)
+    assert causes(rep) == [("node1", "clock")]
+    assert "at least 290 s off" in result(rep, "node1", "clock")["evidence"]
+
+
 def test_a_munged_with_a_shifted_clock_is_found_through_its_credential(probes: dict) -> None:
     decoded = probes["ctl"]["cross"]["decoded"]["node2"]
     decoded.update(status="Rewound credential", code=16)
