@@ -9,53 +9,48 @@ job took 42.6 s that way (make test, 2026-12-07 05:39).
 from __future__ import annotations
 
 import re
+import sys
 import time
+from collections.abc import Callable
 
 import pytest
-from conftest import host
+from conftest import ROOT, host
+
+sys.path.insert(0, str(ROOT / "training"))
+from ddp_smoke.batch import ACTIVE_STATES
 
 CTL = host("ctl")
 EXAMPLES = "/shared/.cluster/examples"
 HOME = "/shared/home/alice"
 
 
-# The states of a job that has ended (squeue --states=all keeps them for MinJobAge).
-ENDED = {
-    "BOOT_FAIL",
-    "CANCELLED",
-    "COMPLETED",
-    "DEADLINE",
-    "FAILED",
-    "NODE_FAIL",
-    "OUT_OF_MEMORY",
-    "PREEMPTED",
-    "TIMEOUT",
-}
-
-
 def as_alice(cmd: str):
     return CTL.run(f"runuser -u alice -- sh -c {cmd!r}")
 
 
-def wait_for_end(job: str, seconds: float) -> str:
-    """The job's state once it has ended (within ``seconds``), asked every 0.5 s."""
-    deadline = time.monotonic() + seconds
-    while True:
-        state = CTL.run(f"squeue --noheader --states=all --jobs={job} --format=%T").stdout.strip()
-        if state in ENDED or time.monotonic() > deadline:
-            return state
-        time.sleep(0.5)
+def queued(job: str) -> str:
+    """The job's state; squeue --states=all keeps an ended job for MinJobAge (300 s by default)."""
+    return CTL.run(f"squeue --noheader --states=all --jobs={job} --format=%T").stdout.strip()
 
 
-def accounted(job: str, seconds: float = 30) -> str:
-    """The job's accounting line once slurmdbd has its end (it comes a moment after)."""
+def accounted(job: str) -> str:
+    """The job's accounting line (slurmdbd records its end a moment after slurmctld)."""
+    lines = CTL.check_output(
+        f"sacct --noheader --parsable2 --jobs={job} --format=State,User,Account,ExitCode"
+    ).splitlines()
+    return lines[0] if lines else ""
+
+
+def ended(read: Callable[[], str], seconds: float) -> str:
+    """``read()``'s answer once its first field is the state of a job that has ended
+    (asked every 0.5 s); its last answer after ``seconds``. The states a job has not
+    ended in are the smoke package's own list (ddp_smoke.batch, ``ddp_smoke sbatch``)."""
     deadline = time.monotonic() + seconds
     while True:
-        line = CTL.check_output(
-            f"sacct --noheader --parsable2 --jobs={job} --format=State,User,Account,ExitCode"
-        ).splitlines()
-        if (line and line[0].split("|")[0] in ENDED) or time.monotonic() > deadline:
-            return line[0] if line else ""
+        got = read()
+        state = got.split("|")[0]
+        if (state and state not in ACTIVE_STATES) or time.monotonic() > deadline:
+            return got
         time.sleep(0.5)
 
 
@@ -70,7 +65,7 @@ def test_template_runs_every_rank_as_a_lab_user(script: str, world: int) -> None
     )
     assert run.rc == 0 and run.stdout.strip(), f"sbatch exited {run.rc}: {run.stderr}"
     job = run.stdout.strip().splitlines()[-1].split(";")[0]
-    state = wait_for_end(job, 300)
+    state = ended(lambda: queued(job), 300)
     name = script.removesuffix(".sbatch")
     output = CTL.file(f"{HOME}/{name}-{job}.out")
     out = CTL.check_output(f"cat {HOME}/{name}-{job}.out") if output.exists else run.stderr
@@ -83,5 +78,5 @@ def test_template_runs_every_rank_as_a_lab_user(script: str, world: int) -> None
     assert sorted(int(r) for r, _ in ranks) == list(range(world)), out
     if world == 2:
         assert {h for _, h in ranks} == {"node1", "node2"}, out
-    line = accounted(job)
+    line = ended(lambda: accounted(job), 30)
     assert line == "COMPLETED|alice|lab|0:0", line
