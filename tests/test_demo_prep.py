@@ -76,11 +76,11 @@ def test_a_failing_step_stops_the_run_with_its_name_and_its_log_tail(tmp_path: P
 def test_a_step_past_its_limit_is_stopped_and_named(tmp_path: Path) -> None:
     t0 = time.monotonic()
     with pytest.raises(demo_prep.StepFailed) as failed:
-        run([sh("image", "echo debootstrap; sleep 30", limit_s=0.3)], tmp_path)
+        run([sh("image", "echo mmdebstrap; sleep 30", limit_s=0.3)], tmp_path)
     assert time.monotonic() - t0 < 5
     assert failed.value.name == "image"
     assert failed.value.why == "ran past its limit of 0.3 s"
-    assert failed.value.tail == "debootstrap"
+    assert failed.value.tail == "mmdebstrap"
 
 
 def test_an_interrupted_step_that_ignores_sigint_is_killed(tmp_path: Path) -> None:
@@ -251,8 +251,8 @@ TEST_PACKAGES = "chromium e2fsprogs openssh-client prometheus qemu-system-x86 qe
     ("step", "absent", "installed"),
     [
         # make demo's (and make test's first): with recommends, as docker.io always was.
-        ("packages", {"dockerd", "debootstrap"}, ["debootstrap", "docker.io"]),
-        ("packages", {"debootstrap"}, ["debootstrap"]),
+        ("packages", {"dockerd", "mmdebstrap"}, ["docker.io", "mmdebstrap"]),
+        ("packages", {"mmdebstrap"}, ["mmdebstrap"]),
         ("packages", set(), None),
         # make test's second: without recommends.
         ("test-packages", TEST_TOOLS, ["--no-install-recommends", *TEST_PACKAGES.split()]),

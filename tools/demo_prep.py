@@ -2,7 +2,7 @@
 """The host preparation of `make demo` (make host) and of `make test`, its
 independent steps side by side.
 
-    packages    docker.io and debootstrap in one apt-get transaction (hostprep.py)
+    packages    docker.io and mmdebstrap in one apt-get transaction (hostprep.py)
     docker      dockerd answering                      after packages
     image       the Debian 12 base image               after docker (docker import,
                                                        and its recipe check asks docker)
@@ -21,7 +21,7 @@ adds what the tests need beyond the demo:
 Run one after the other, as make test did before, these steps took 175 s
 in a fresh clone (2026-12-06: no venv, no pip cache, no images, the test
 packages removed; docker.io installed); side by side 92 s, the downloads of
-apt, pip and debootstrap overlapping.
+apt, pip and debootstrap overlapping (mmdebstrap since 2026-12-07).
 
 Each step's output goes to results/<demo|test>-prep/<step>.log and is read only when
 the step fails: then the others are interrupted, and the step's name, exit
@@ -52,10 +52,10 @@ ROOT = Path(__file__).resolve().parents[1]
 HOSTPREP = ROOT / "molecule" / "shared" / "hostprep.py"
 LOG_DIR = ROOT / "results" / "demo-prep"  # make test's: test-prep beside it
 TAIL_LINES = 20
-# A fresh machine's slowest step (the image: debootstrap from Debian's mirror)
+# A fresh machine's slowest step (the image, built with debootstrap at the time)
 # took about two minutes; a step past this limit is stuck, not slow.
 STEP_LIMIT_S = 900.0
-# After an interrupt (SIGINT, as Ctrl-C: debootstrap unmounts, Python removes
+# After an interrupt (SIGINT, as Ctrl-C: mmdebstrap unmounts, Python removes
 # its temporary tree), the seconds a step has to end before it is killed.
 GRACE_S = 10.0
 

@@ -3,7 +3,7 @@
 
 Sub-commands (each idempotent, each fast when there is nothing to do):
 
-  packages    install docker.io and debootstrap when missing, in one apt-get
+  packages    install docker.io and mmdebstrap when missing, in one apt-get
               transaction (needs root; make demo runs it before the steps that
               use them, which then find them installed)
   test-packages
@@ -13,7 +13,7 @@ Sub-commands (each idempotent, each fast when there is nothing to do):
               monitoring tests (needs root; after packages: one dpkg lock)
   docker      start dockerd when it is not answering (install docker.io when
               missing; needs root)
-  image       build the Debian systemd base image(s) with debootstrap + docker
+  image       build the Debian systemd base image(s) with mmdebstrap + docker
               import when the tag is absent or its recipe changed
               (--suite bookworm --suite trixie: Slurm 22.05 and 24.11)
   wheelhouse  fill a local wheelhouse with the CPU torch build for the nodes
@@ -21,7 +21,7 @@ Sub-commands (each idempotent, each fast when there is nothing to do):
   cgroups     fail when Slurm left cgroup folders in the host's tree
 
 No registry is used: images are built from Debian's archive with the default
-mirror of debootstrap, wheels come from the local /opt/wheels or PyPI.
+sources of mmdebstrap, wheels come from the local /opt/wheels or PyPI.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ IMAGE_PACKAGES = [
     "ca-certificates",
 ]
 # The host's packages by the command that shows each is installed.
-HOST_PACKAGES = {"dockerd": "docker.io", "debootstrap": "debootstrap"}
+HOST_PACKAGES = {"dockerd": "docker.io", "mmdebstrap": "mmdebstrap"}
 # make test's on top, by the same rule (vm.py's are added where they are used).
 TEST_PACKAGES = {"promtool": "prometheus", "chromium": "chromium"}
 TORCH_SPEC = "torch==2.13.0+cpu"
@@ -153,8 +153,8 @@ def ensure_image(suite: str, tag: str) -> None:
     if image_label(tag) == want:
         log(f"image {tag} is current")
         return
-    log(f"debootstrap {suite} (about a minute)")
-    with rootfs.debootstrap(suite, IMAGE_PACKAGES, CACHE) as tree:
+    log(f"mmdebstrap {suite} (about 20 s)")
+    with rootfs.bootstrap(suite, IMAGE_PACKAGES, CACHE) as tree:
         customise(tree)
         log(f"docker import → {tag}")
         tar = subprocess.Popen(["tar", "-C", str(tree), "-c", "."], stdout=subprocess.PIPE)

@@ -1,8 +1,8 @@
-"""The one Debian image builder of the test harness: a debootstrap tree, customised.
+"""The one Debian image builder of the test harness: an mmdebstrap tree, customised.
 
 hostprep.py turns the tree into a Docker image (`docker import`), vm.py into a
-qemu disk (`mkfs.ext4 -d`). Both start here: the same debootstrap call (the
-tool's default mirror, no registry), the same apt settings, the same way of
+qemu disk (`mkfs.ext4 -d`). Both start here: the same mmdebstrap call (the
+tool's default sources, no registry), the same apt settings, the same way of
 masking units, and a recipe hash that covers this module, so a change here
 rebuilds both images.
 """
@@ -43,28 +43,40 @@ def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, check=True, **kw)
 
 
-def ensure_debootstrap() -> None:
-    """Install debootstrap when missing (root; Debian's package archive)."""
-    if shutil.which("debootstrap") is not None:
+def ensure_mmdebstrap() -> None:
+    """Install mmdebstrap when missing (root; Debian's package archive)."""
+    if shutil.which("mmdebstrap") is not None:
         return
     if os.geteuid() != 0:
-        sys.exit("rootfs: debootstrap is missing; run as root or install it")
+        sys.exit("rootfs: mmdebstrap is missing; run as root or install it")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     _run(["apt-get", "update", "-qq"], env=env)
-    _run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "debootstrap"], env=env)
+    _run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "mmdebstrap"], env=env)
 
 
 @contextlib.contextmanager
-def debootstrap(suite: str, packages: Iterable[str], workdir: Path) -> Iterator[Path]:
-    """A minbase tree of `suite` with `packages`, in a folder removed afterwards."""
-    ensure_debootstrap()
+def bootstrap(suite: str, packages: Iterable[str], workdir: Path) -> Iterator[Path]:
+    """A minbase tree of `suite` with `packages`, in a folder removed afterwards.
+
+    mmdebstrap, not debootstrap: apt fetches the packages side by side and
+    installs them in one pass, where debootstrap fetched one file after the
+    other (2026-12-07, bookworm with IMAGE_PACKAGES: 18.7-19.5 s against
+    46.5 s, the same 141 packages). Its sources are the tool's defaults (the
+    host's where the suite is the host's, with the suite's security and
+    updates). The merged-usr hook installs usr-is-merged as debootstrap did,
+    not usrmerge and perl. The package lists stay (as debootstrap left them),
+    so the roles' first apt task finds them fresh.
+    """
+    ensure_mmdebstrap()
     workdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=workdir, prefix=f"rootfs-{suite}-") as tmp:
         rootfs = Path(tmp) / "rootfs"
         _run(
             [
-                "debootstrap",
+                "mmdebstrap",
                 "--variant=minbase",
+                "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr",
+                "--skip=cleanup/apt/lists",
                 f"--include={','.join(packages)}",
                 suite,
                 str(rootfs),

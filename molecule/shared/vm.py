@@ -3,12 +3,12 @@
 
 The host kernel has no NFS and /dev/kvm cannot boot stock kernels, so the
 `nfs` scenario runs its nodes as qemu VMs with software emulation. One base
-disk is built from a debootstrap tree (no cloud image, no registry) and each
+disk is built from an mmdebstrap tree (no cloud image, no registry) and each
 VM boots Debian's kernel directly (-kernel/-initrd) from a qcow2 overlay.
 
 Sub-commands:
 
-  host              install qemu, qemu-img, debootstrap, mkfs.ext4, ssh when missing (root)
+  host              install qemu, qemu-img, mmdebstrap, mkfs.ext4, ssh when missing (root)
   image             build the base disk, kernel and initrd when the recipe changed
   up NAME:INDEX...  boot VMs (index 1..9) at once and wait until each answers SSH;
                     --config FILE writes molecule's instance config
@@ -68,7 +68,7 @@ QEMU = "qemu-system-x86_64"
 HOST_PACKAGES = {
     QEMU: "qemu-system-x86",
     "qemu-img": "qemu-utils",
-    "debootstrap": "debootstrap",
+    "mmdebstrap": "mmdebstrap",
     "mkfs.ext4": "e2fsprogs",
     "ssh": "openssh-client",
 }
@@ -210,7 +210,7 @@ def qemu_command(spec: VmSpec) -> list[str]:
 def ensure_host() -> None:
     missing = sorted({pkg for tool, pkg in HOST_PACKAGES.items() if not shutil.which(tool)})
     if not missing:
-        log("qemu, qemu-img, debootstrap, mkfs.ext4 and ssh are installed")
+        log("qemu, qemu-img, mmdebstrap, mkfs.ext4 and ssh are installed")
         return
     if os.geteuid() != 0:
         sys.exit(f"vm: missing {' '.join(missing)}; run as root or install them")
@@ -311,8 +311,8 @@ def ensure_image() -> dict[str, Path]:
     ensure_host()
     key = ssh_key()
     started = time.monotonic()
-    log(f"debootstrap {SUITE} with a kernel (a few minutes)")
-    with rootfs.debootstrap(SUITE, PACKAGES, CACHE) as tree:
+    log(f"mmdebstrap {SUITE} with a kernel (a few minutes)")
+    with rootfs.bootstrap(SUITE, PACKAGES, CACHE) as tree:
         seed_apt(tree)
         customise(tree, (key.with_suffix(".pub")).read_text())
         boot = tree / "boot"
