@@ -282,3 +282,43 @@ def test_hostprep_test_packages_as_an_ordinary_user_names_what_is_missing(monkey
     monkeypatch.setattr(hostprep.os, "geteuid", lambda: 1000)
     with pytest.raises(SystemExit, match="chromium missing; run as root"):
         hostprep.ensure_test_packages()
+
+
+def test_the_image_tree_is_one_mmdebstrap_call_removed_afterwards(tmp_path, monkeypatch) -> None:
+    """The Docker and VM images start from the same call: minbase, usr-is-merged
+    through mmdebstrap's merged-usr hook (not usrmerge and perl), the package
+    lists kept for the roles' first apt task, no mirror named (the tool's defaults)."""
+    rootfs = load_hostprep().rootfs
+    ran: list[list[str]] = []
+    monkeypatch.setattr(rootfs.shutil, "which", lambda c: f"/usr/bin/{c}")
+    monkeypatch.setattr(rootfs, "_run", lambda cmd, **_: ran.append(cmd))
+    with rootfs.bootstrap("trixie", ["python3", "systemd"], tmp_path) as tree:
+        assert tree.parent.parent == tmp_path
+        seen = tree.parent
+    assert ran == [
+        [
+            "mmdebstrap",
+            "--variant=minbase",
+            "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr",
+            "--skip=cleanup/apt/lists",
+            "--include=python3,systemd",
+            "trixie",
+            str(tree),
+        ]
+    ]
+    assert not any("://" in arg for arg in ran[0])
+    assert not seen.exists()
+
+
+def test_mmdebstrap_is_installed_when_missing_and_refused_without_root(monkeypatch) -> None:
+    rootfs = load_hostprep().rootfs
+    ran: list[list[str]] = []
+    monkeypatch.setattr(rootfs.shutil, "which", lambda c: None)
+    monkeypatch.setattr(rootfs, "_run", lambda cmd, **_: ran.append(cmd))
+    monkeypatch.setattr(rootfs.os, "geteuid", lambda: 1000)
+    with pytest.raises(SystemExit, match="mmdebstrap is missing; run as root or install it"):
+        rootfs.ensure_mmdebstrap()
+    assert ran == []
+    monkeypatch.setattr(rootfs.os, "geteuid", lambda: 0)
+    rootfs.ensure_mmdebstrap()
+    assert ran[-1] == ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "mmdebstrap"]
