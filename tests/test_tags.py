@@ -36,7 +36,11 @@ COMPONENTS = {
     },
     "users": {"lab_users"},
     "cuda": {"cuda"},
-    "pytorch": {"pytorch", "PyTorch in the venv (pytorch_enabled)"},
+    "pytorch": {
+        "pytorch",
+        "PyTorch in the venv (pytorch_enabled)",
+        "Wait for pip, then verify torch",
+    },
     "smoke": {
         "Hash the job templates on the shared filesystem",
         "Make root's folder of the job templates",
