@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -230,3 +231,64 @@ def test_a_moved_or_added_entry_beside_torch_verifies_again(tmp_path, monkeypatc
     for step in (hide, restore, rewrite, add):
         changed(step)
     assert vt.fingerprint() in seen  # nothing changed: the same
+
+
+def _proc(root: Path, procs: dict[int, list[str]]) -> str:
+    for pid, argv in procs.items():
+        (root / str(pid)).mkdir(parents=True)
+        (root / str(pid) / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    (root / "self").mkdir()  # not a pid
+    return str(root)
+
+
+def test_pips_into_finds_the_pips_of_this_venv_only(tmp_path) -> None:
+    v = "/opt/pytorch/venv"
+    proc = _proc(
+        tmp_path,
+        {
+            11: [f"{v}/bin/python3.11", f"{v}/bin/pip3", "install", "torch"],  # through #!
+            12: [f"{v}/bin/pip", "install", "numpy"],
+            13: [f"{v}/bin/python", "-m", "pip", "install", "x"],
+            21: [f"{v}/bin/python", "train.py"],  # the venv's python, not pip
+            22: ["/usr/bin/python3", "/other/venv/bin/pip3", "install", "torch"],
+            23: ["/usr/bin/python3", "-m", "pip", "install", "torch"],
+            24: ["/usr/bin/python3", f"{v}2/bin/pip3"],  # a venv beside it
+        },
+    )
+    assert vs.pips_into(v, proc) == [11, 12, 13]
+    assert vs.pips_into(v + "/", proc) == [11, 12, 13]
+    assert vs.pips_into("/nowhere", proc) == []
+
+
+def test_the_check_waits_for_a_pip_left_running_in_the_venv(tmp_path) -> None:
+    """A real process running the venv's bin/pip3: the module judges only once it
+    ended, and names it; one that outlives wait_pip fails the check, named."""
+    bindir = tmp_path / "venv" / "bin"
+    bindir.mkdir(parents=True)
+    pip = bindir / "pip3"
+    pip.write_text("import sys, time\ntime.sleep(float(sys.argv[1]))\n")
+    python = f"python={tmp_path}/venv/bin/python"
+
+    slow = subprocess.Popen([sys.executable, str(pip), "3"])
+    try:
+        started = time.monotonic()
+        out = run_module("venv_packages", f"{python} requirements=torch wait_pip=30", tmp_path)
+        assert time.monotonic() - started >= 2, out
+        assert out["waited_for"] == [slow.pid], out
+        assert out["satisfied"] is False and "does not exist" in out["msg"], out
+    finally:
+        slow.kill()
+        slow.wait()
+
+    stuck = subprocess.Popen([sys.executable, str(pip), "60"])
+    try:
+        out = run_module("venv_packages", f"{python} requirements=torch wait_pip=1", tmp_path)
+        assert "satisfied" not in out, out  # failed: no judgement of a venv pip writes to
+        assert f"pip (pid {stuck.pid}) is still installing" in out["msg"], out
+        assert f"kill {stuck.pid}" in out["msg"], out
+    finally:
+        stuck.kill()
+        stuck.wait()
+
+    idle = run_module("venv_packages", f"{python} requirements=torch wait_pip=30", tmp_path)
+    assert idle["waited_for"] == [], idle

@@ -39,6 +39,18 @@ options:
     description: The local version label torch must carry; empty for any.
     type: str
     default: ""
+  wait_pip:
+    description: >-
+      Seconds to wait, before judging, for a pip that is installing into
+      this environment (its C(bin/pip*), or its Python's C(-m pip)): one
+      that an earlier run left running in the background (the pytorch
+      role's C(pytorch_install_background)) and whose run then failed.
+      Judged while that pip writes, the environment would look incomplete
+      and a second pip would write into it beside the first. The module
+      fails, naming the process, when it is still there after that long;
+      0 does not look.
+    type: int
+    default: 0
   verify:
     description: >-
       A Python script and its arguments ({script, args}) run with this Python
@@ -75,6 +87,11 @@ missing:
   returned: always
   type: list
   elements: str
+waited_for:
+  description: The pids of the pips of O(wait_pip) that the module waited for.
+  returned: always
+  type: list
+  elements: int
 verify:
   description: rc, stdout and stderr of the O(verify) script.
   returned: when O(verify) is given
@@ -85,6 +102,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from importlib import metadata
 
 from ansible.module_utils.basic import AnsibleModule
@@ -112,6 +130,40 @@ def missing(
     return _missing(requirements, variant, local_version if versions is None else versions)
 
 
+def pips_into(venv: str, proc: str = "/proc") -> list[int]:
+    """The pids of pip processes installing into venv: its bin/pip* run by a Python
+    (the script is argv[0] or, through its #! line, argv[1]), or its Python's -m pip."""
+    bindir = os.path.join(os.path.normpath(venv), "bin") + os.sep
+    found = []
+    for name in os.listdir(proc):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(os.path.join(proc, name, "cmdline"), "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+        except OSError:  # ended while read, or not ours to read
+            continue
+        ours = [a for a in argv[:2] if a.startswith(bindir)]
+        script = any(os.path.basename(a).startswith("pip") for a in ours)
+        module = argv[:1] == ours[:1] != [] and argv[1:3] == ["-m", "pip"]
+        if script or module:
+            found.append(int(name))
+    return sorted(found)
+
+
+def wait_for_pips(venv: str, seconds: int, proc: str = "/proc") -> tuple[list[int], list[int]]:
+    """Wait up to seconds for the pips installing into venv to end.
+    Returns (every pid seen, the pids still there at the end)."""
+    seen = set(pips_into(venv, proc))
+    deadline = time.monotonic() + seconds
+    left = sorted(seen)
+    while left and time.monotonic() < deadline:
+        time.sleep(1)
+        left = pips_into(venv, proc)
+        seen.update(left)
+    return sorted(seen), left
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -119,14 +171,27 @@ def main() -> None:
             "requirements": {"type": "list", "elements": "str", "required": True},
             "variant": {"type": "str", "default": ""},
             "verify": {"type": "dict"},
+            "wait_pip": {"type": "int", "default": 0},
         },
         supports_check_mode=True,
     )
     requirements = module.params["requirements"]
     python = module.params["python"] or sys.executable
+    waited: list[int] = []
+    if module.params["wait_pip"] > 0:
+        venv = os.path.dirname(os.path.dirname(python))
+        waited, left = wait_for_pips(venv, module.params["wait_pip"])
+        if left:
+            pids = " ".join(str(pid) for pid in left)
+            module.fail_json(
+                msg=f"{venv}: pip (pid {pids}) is still installing into this venv after "
+                f"{module.params['wait_pip']} s, most likely left running by an earlier run that "
+                f"failed; wait for it to end, or stop it (kill {pids}), then run again",
+                waited_for=waited,
+            )
     if not os.path.exists(python):
         why = [f"{python} does not exist"]
-        module.exit_json(changed=False, satisfied=False, missing=why, msg=why[0])
+        module.exit_json(changed=False, satisfied=False, missing=why, msg=why[0], waited_for=waited)
     versions = None
     if module.params["python"]:
         proc = subprocess.run(
@@ -137,7 +202,9 @@ def main() -> None:
         )
         if proc.returncode != 0:
             why = [f"{python} could not list its packages: {proc.stderr.strip()[-300:]}"]
-            module.exit_json(changed=False, satisfied=False, missing=why, msg=why[0])
+            module.exit_json(
+                changed=False, satisfied=False, missing=why, msg=why[0], waited_for=waited
+            )
         versions = json.loads(proc.stdout)
     why = missing(requirements, module.params["variant"], versions)
     extra = {}
@@ -156,6 +223,7 @@ def main() -> None:
         satisfied=not why,
         missing=why,
         msg="; ".join(why) if why else "all installed: " + " ".join(requirements),
+        waited_for=waited,
         **extra,
     )
 
