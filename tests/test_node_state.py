@@ -64,6 +64,14 @@ def test_packages_missing_in_order_and_all_without_a_probe() -> None:
     assert missing([], None) == []
 
 
+def test_the_probe_reports_only_the_packages_asked_about() -> None:
+    every = m.packages()
+    assert "dpkg" in every and len(every) > 20  # this machine's packages
+    asked = m.packages(["dpkg", "no-such-package-here"])
+    assert asked == {"dpkg": every["dpkg"]}  # not installed: absent, as before
+    assert m.packages([]) == every
+
+
 def test_file_info_as_the_change_plan_reads_it(tmp_path: Path) -> None:
     path = tmp_path / "slurm.conf"
     path.write_text("ClusterName=lab\n")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,7 +77,7 @@ def test_null_asks_nothing_on_that_host() -> None:
 @pytest.mark.parametrize(
     ("wants", "message"),
     [
-        ({"unit": ["munge"]}, r"'unit' is no option of node_state \(it takes: packages, units"),
+        ({"unit": ["munge"]}, r"'unit' is no option of node_state \(it takes: packages, package_"),
         ({"units": "munge"}, r"'units' must be a list, got str"),
         ({"slurm_node": "yes"}, r"'slurm_node' must be a bool"),
         ({"commands": ["sinfo"]}, r"'commands' must be a dict"),
@@ -292,15 +293,50 @@ def test_every_role_that_reads_the_probe_declares_what_it_reads() -> None:
         for t in tasks
         if "gpulab.slurm_cluster.node_state" in t
     )
-    assert set(probe) == {"wants"}, "packages.yml names reads of its own again"
-    # wants is what the lookup gathers, rendered in a set_fact before the probe.
+    assert set(probe) == {"wants", "package_names"}, "packages.yml names reads of its own again"
+    # wants is what the lookup gathers, rendered in a set_fact before the probe;
+    # package_names the roles' packages (lookup role_packages) and the daemons.
     fact = probe["wants"].strip("{} ")
     gathered = next(
-        t["ansible.builtin.set_fact"][fact]
+        t["ansible.builtin.set_fact"]
         for t in tasks
         if fact in t.get("ansible.builtin.set_fact", {})
     )
-    assert gathered == "{{ lookup('gpulab.slurm_cluster.role_probes') }}"
+    assert gathered[fact] == "{{ lookup('gpulab.slurm_cluster.role_probes') }}"
+    declared_fact, daemons = probe["package_names"].strip("{} ").split(" + ")
+    assert gathered[declared_fact] == "{{ lookup('gpulab.slurm_cluster.role_packages') }}"
+    play_vars = yaml.safe_load((ROOT / "playbooks/packages.yml").read_text())[0]["vars"]
+    assert play_vars[daemons] == ["slurmdbd", "slurmctld", "slurmd"]
+
+
+# A role's apt gate: the packages it checks, piped into the filter.
+APT_GATE = re.compile(
+    r"(__\w+|\[[^\]]*\])\s*\|\s*gpulab\.slurm_cluster\.packages_missing\(cluster_packages_installed"
+)
+
+
+def test_the_probe_is_asked_about_every_package_a_role_checks() -> None:
+    """The probe reports only the packages asked (package_names): a role's apt
+    gate on one it was not asked about would install it on every rerun."""
+    gates = {}
+    for path in sorted((ROOT / "roles").rglob("*.yml")):
+        role = path.relative_to(ROOT / "roles").parts[0]
+        for subject in APT_GATE.findall(path.read_text()):
+            gates.setdefault(role, set()).add(subject)
+    assert {"munge", "slurm_common", "monitoring", "nfs_client", "nfs_server"} <= set(gates)
+    for role, subjects in gates.items():
+        asked = ""
+        for name, key in (("probe.yml", "package_names"), ("packages.yml", "packages")):
+            meta = ROOT / "roles" / role / "meta" / name
+            if meta.is_file():
+                asked += str((yaml.safe_load(meta.read_text()) or {}).get(key, ""))
+        for subject in subjects:
+            names = [subject] if subject.startswith("__") else yaml.safe_load(subject)
+            missing = [n for n in names if n not in asked]
+            assert not missing, (
+                f"roles/{role} checks {subject} against the probe's packages, and neither its "
+                "meta/probe.yml (package_names) nor its meta/packages.yml (packages) asks for them"
+            )
 
 
 def test_the_probe_runs_sacctmgr_syncs_own_reads(rendered) -> None:

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 # node_state's options (the module builds its argument_spec from this).
 SPEC: dict[str, dict] = {
     "packages": {"type": "bool", "default": True},
+    # Only these of the installed packages (the ones the roles ask about); empty: all.
+    "package_names": {"type": "list", "elements": "str", "default": []},
     "units": {"type": "list", "elements": "str", "default": []},
     "files": {"type": "list", "elements": "path", "default": []},
     "read": {"type": "list", "elements": "path", "default": []},

@@ -14,6 +14,15 @@ description:
   - Read-only; runs the same in check mode. The commands must be read-only too.
 options:
   packages: {description: List the installed packages (dpkg)., type: bool, default: true}
+  package_names:
+    description: >-
+      Report only these of the installed packages (the ones the roles ask
+      about); empty - every installed package. A server holds a few thousand:
+      each one would be carried in the result, and copied by Ansible for every
+      task on the host, for the handful a run asks about.
+    type: list
+    elements: str
+    default: []
   units:
     description: systemd units whose ActiveState and UnitFileState to report.
     type: list
@@ -151,8 +160,9 @@ EXAMPLES = r"""
 RETURN = r"""
 state:
   description: >-
-    packages {name: version}; units {name: {active, enabled}} (absent units:
-    active=absent); files {path: {exists, sha1, sha256, owner, group, mode}};
+    packages {name: version} (those of O(package_names) where given);
+    units {name: {active, enabled}} (absent units: active=absent);
+    files {path: {exists, sha1, sha256, owner, group, mode}};
     read {path: text or null}; commands {name: {rc, stdout, stderr}};
     masked {path: {exists, sha1, secret_matches}};
     slurm_node (as slurm_node_info's fact) or null; slurm_node_error;
@@ -199,7 +209,8 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.slurm_node im
 TIMEOUT = 30
 
 
-def packages() -> dict[str, str]:
+def packages(names: list[str] | None = None) -> dict[str, str]:
+    """{name: version} of the installed packages; only those in names where given."""
     res = run(
         ["dpkg-query", "--show", "--showformat=${db:Status-Status} ${Package} ${Version}\\n"],
         TIMEOUT,
@@ -209,6 +220,9 @@ def packages() -> dict[str, str]:
         fields = line.split()
         if len(fields) == 3 and fields[0] == "installed":
             found[fields[1]] = fields[2]
+    if names:
+        wanted = set(names)
+        return {name: version for name, version in found.items() if name in wanted}
     return found
 
 
@@ -320,7 +334,7 @@ def main() -> None:
     trusted = {path: root_owned_problem(path, p["shared_root"]) for path in p["trusted"]}
     # The slow reads (dpkg, systemctl, slurmd -C, the commands) run side by side.
     with ThreadPoolExecutor(max_workers=8) as pool:
-        pkgs = pool.submit(packages) if p["packages"] else None
+        pkgs = pool.submit(packages, p["package_names"]) if p["packages"] else None
         unit_states = pool.submit(units, p["units"])
         node = pool.submit(slurm_node) if p["slurm_node"] else None
         cmds = {
