@@ -879,3 +879,61 @@ def test_the_controllers_seed_makes_its_credential_and_token_and_local_then_writ
     out = probe.shared("/shared", "proof", "/shared/home/proof/doctor", "r1", "", "ctl", True)
     assert out == {"path": "/shared", "mount": "/dev/vda ext4"}
     assert not [c for c in calls if c[0] == "as"]
+
+
+# --- torch asked once per run (site.yml: cluster_doctor_torch_checked) ---------
+
+
+def judge_probes(local: dict, cross: dict, hostvars: dict, checked: bool) -> dict:
+    """roles/cluster_doctor/tasks/report.yml's probes for the judgement, rendered by Ansible."""
+    import yaml
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    tasks = yaml.safe_load((ROOT / "roles/cluster_doctor/tasks/report.yml").read_text())
+    judge = next(t for t in tasks if t["name"] == "Judge the cluster")
+    variables = {
+        "__cluster_doctor_local_probes": local,
+        "__cluster_doctor_cross_probes": cross,
+        "hostvars": hostvars,
+        "cluster_doctor_torch_checked": checked,
+    }
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return templar.template(trust_as_template(judge["vars"]["__cluster_doctor_probes"]))
+
+
+@pytest.mark.parametrize(
+    ("over", "status", "evidence"),
+    [
+        ({}, "PASS", "torch 2.13.0+cpu, 0 CUDA devices (torch's check of 2026-12-07T17:57:16Z"),
+        ({"device_count": 1}, "FAIL", "torch 2.13.0+cpu sees 1 CUDA devices, expected 0"),
+        (
+            {"error": "import torch failed: ModuleNotFoundError: No module named 'torch'"},
+            "FAIL",
+            "import torch failed in /opt/pytorch/venv/bin/python: ModuleNotFoundError: No module",
+        ),
+    ],
+)
+def test_the_doctor_takes_torchs_answer_from_the_pytorch_roles_check_in_the_run(
+    probes: dict, over: dict, status: str, evidence: str
+) -> None:
+    local = {h: p["local"] for h, p in probes.items()}
+    cross = {h: p.get("cross", {}) for h, p in probes.items()}
+    local["node1"]["torch"] = None  # the probe did not ask (vars/main.yml __cluster_doctor_torch)
+    checked = {
+        "torch": "2.13.0+cpu",
+        "cuda_build": None,
+        "device_count": 0,
+        "cached": True,
+        "verified_at": "2026-12-07T17:57:16Z",
+        "python": "/opt/pytorch/venv/bin/python",
+    } | over  # torch_report's keys: no "error" where the check passed
+    hostvars = {h: {} for h in HOSTS} | {"node1": {"pytorch_torch_checked": checked}}
+    rendered = judge_probes(local, cross, hostvars, checked=True)
+    row = result(report(rendered), "node1", "torch.venv")
+    assert row["status"] == status and row["evidence"].startswith(evidence), row
+    # node2's probe asked torch itself: its answer stands.
+    assert rendered["node2"]["local"]["torch"] == probes["node2"]["local"]["torch"]
+    # Not taken where the doctor is not told to (doctor.yml, the smoke job's pass).
+    off = judge_probes(local, cross, hostvars, checked=False)
+    assert result(report(off), "node1", "torch.venv")["status"] == "SKIP"
