@@ -884,8 +884,8 @@ def test_the_controllers_seed_makes_its_credential_and_token_and_local_then_writ
 # --- torch asked once per run (site.yml: cluster_doctor_torch_checked) ---------
 
 
-def judge_probes(local: dict, cross: dict, hostvars: dict, checked: bool) -> dict:
-    """roles/cluster_doctor/tasks/report.yml's probes for the judgement, rendered by Ansible."""
+def torch_checked(computes: list, hostvars: dict, checked: bool) -> dict:
+    """report.yml's torch_checked (the judgement's context), rendered by Ansible."""
     import yaml
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar, trust_as_template
@@ -893,13 +893,13 @@ def judge_probes(local: dict, cross: dict, hostvars: dict, checked: bool) -> dic
     tasks = yaml.safe_load((ROOT / "roles/cluster_doctor/tasks/report.yml").read_text())
     judge = next(t for t in tasks if t["name"] == "Judge the cluster")
     variables = {
-        "__cluster_doctor_local_probes": local,
-        "__cluster_doctor_cross_probes": cross,
+        "__cluster_doctor_computes": computes,
         "hostvars": hostvars,
         "cluster_doctor_torch_checked": checked,
     }
     templar = Templar(loader=DataLoader(), variables=variables)
-    return templar.template(trust_as_template(judge["vars"]["__cluster_doctor_probes"]))
+    template = judge["vars"]["__cluster_doctor_ctx"]["torch_checked"]
+    return templar.template(trust_as_template(template))
 
 
 @pytest.mark.parametrize(
@@ -917,9 +917,8 @@ def judge_probes(local: dict, cross: dict, hostvars: dict, checked: bool) -> dic
 def test_the_doctor_takes_torchs_answer_from_the_pytorch_roles_check_in_the_run(
     probes: dict, over: dict, status: str, evidence: str
 ) -> None:
-    local = {h: p["local"] for h, p in probes.items()}
-    cross = {h: p.get("cross", {}) for h, p in probes.items()}
-    local["node1"]["torch"] = None  # the probe did not ask (vars/main.yml __cluster_doctor_torch)
+    node2_alone = result(report(probes), "node2", "torch.venv")
+    probes["node1"]["local"]["torch"] = None  # the probe did not ask (vars/main.yml)
     checked = {
         "torch": "2.13.0+cpu",
         "cuda_build": None,
@@ -928,12 +927,14 @@ def test_the_doctor_takes_torchs_answer_from_the_pytorch_roles_check_in_the_run(
         "verified_at": "2026-12-07T17:57:16Z",
         "python": "/opt/pytorch/venv/bin/python",
     } | over  # torch_report's keys: no "error" where the check passed
-    hostvars = {h: {} for h in HOSTS} | {"node1": {"pytorch_torch_checked": checked}}
-    rendered = judge_probes(local, cross, hostvars, checked=True)
-    row = result(report(rendered), "node1", "torch.venv")
+    hostvars = {h: {"pytorch_torch_checked": checked} for h in ("node1", "node2")} | {"ctl": {}}
+    taken = torch_checked(["node1", "node2"], hostvars, checked=True)
+    assert set(taken) == {"node1", "node2"}
+    rep = report(probes, torch_checked=taken)
+    row = result(rep, "node1", "torch.venv")
     assert row["status"] == status and row["evidence"].startswith(evidence), row
     # node2's probe asked torch itself: its answer stands.
-    assert rendered["node2"]["local"]["torch"] == probes["node2"]["local"]["torch"]
+    assert result(rep, "node2", "torch.venv") == node2_alone
     # Not taken where the doctor is not told to (doctor.yml, the smoke job's pass).
-    off = judge_probes(local, cross, hostvars, checked=False)
-    assert result(report(off), "node1", "torch.venv")["status"] == "SKIP"
+    off = torch_checked(["node1", "node2"], hostvars, checked=False)
+    assert result(report(probes, torch_checked=off), "node1", "torch.venv")["status"] == "SKIP"

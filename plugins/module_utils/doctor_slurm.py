@@ -13,6 +13,7 @@ from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.doctor_steps 
     DoctorSteps,
     gres_gpu_count,
 )
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.torch_probe import from_report
 
 
 class Doctor(DoctorSteps):
@@ -286,8 +287,14 @@ class Doctor(DoctorSteps):
                 )
 
     def torch(self) -> None:
+        # The pytorch role's answer earlier in this run, where the probe did
+        # not ask (cluster_doctor_torch_checked: site.yml asks torch once).
+        checked = self.ctx.get("torch_checked") or {}
         for h in self.hosts:
             info = self.local[h].get("torch")
+            if info is None and h in checked:
+                report = checked[h]
+                info = from_report(report, {"python": report.get("python"), "quick": False})
             if info is None:
                 self.add(h, "torch.venv", "SKIP", "no torch venv on this node")
                 continue

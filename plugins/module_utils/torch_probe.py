@@ -66,10 +66,20 @@ def torch_info(
     except (IndexError, ValueError):
         return {**base, "ok": False, "error": lines[-1] if lines else "no report"}
     if verify:
-        if "error" in info:
-            error = str(info["error"]).removeprefix("import torch failed: ")
-            return {**base, "ok": False, "error": error}
-        names = {"torch": "version", "cuda_build": "cuda", "device_count": "device_count"}
-        names |= {"cached": "cached", "verified_at": "verified_at"}
-        info = {new: info.get(old) for old, new in names.items()}
+        return from_report(info, base)
     return {**base, **info, "ok": True}
+
+
+def from_report(report: dict, base: dict) -> dict:
+    """The pytorch role's check (files/verify_torch.py's report) in this probe's form.
+
+    Also for the answer that check gave earlier in a site.yml run (the
+    pytorch role's fact pytorch_torch_checked), which the doctor takes
+    instead of asking torch again.
+    """
+    if "error" in report:
+        error = str(report["error"]).removeprefix("import torch failed: ")
+        return {**base, "ok": False, "error": error}
+    names = {"torch": "version", "cuda_build": "cuda", "device_count": "device_count"}
+    names |= {"cached": "cached", "verified_at": "verified_at"}
+    return {**base, **{new: report.get(old) for old, new in names.items()}, "ok": True}
