@@ -18,10 +18,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "plugins/filter"))
 sys.path.insert(0, str(ROOT / "plugins/modules"))
-import cluster_probe as probe  # noqa: E402
 import doctor as d  # noqa: E402
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import (  # noqa: E402
     doctor_exchange as exchange,
+)
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import (  # noqa: E402
+    doctor_local as probe,
 )
 from probe_data import slurm_keys  # noqa: E402
 

@@ -293,7 +293,11 @@ def test_every_role_that_reads_the_probe_declares_what_it_reads() -> None:
         for t in tasks
         if "gpulab.slurm_cluster.node_state" in t
     )
-    assert set(probe) == {"wants", "package_names"}, "packages.yml names reads of its own again"
+    assert set(probe) == {"wants", "package_names", "doctor"}, (
+        "packages.yml names reads of its own again"
+    )
+    # doctor: the cluster doctor's reading, asked as that role asks it.
+    assert "cluster_doctor_early_args" in probe["doctor"]
     # wants is what the lookup gathers, rendered in a set_fact before the probe;
     # package_names the roles' packages (lookup role_packages) and the daemons.
     fact = probe["wants"].strip("{} ")

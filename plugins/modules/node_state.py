@@ -124,6 +124,20 @@ options:
       C(slurm_node) that the module slurm_node_info sets.
     type: bool
     default: false
+  doctor:
+    description:
+      - >-
+        The cluster doctor's reading of this node in the same round trip, as
+        module M(gpulab.slurm_cluster.cluster_probe) reads it in its phase
+        C(local): a mapping of that module's other options (an unknown one, or a value of
+        the wrong type, fails this module, naming it). Empty - none.
+      - >-
+        site.yml asks for it in its first probe, and its doctor judges that
+        reading where the run changed nothing since (role cluster_doctor,
+        C(cluster_doctor_reuse_s)): one round trip per node fewer on a rerun.
+      - The reading holds a fresh munge credential - register the result with C(no_log).
+    type: dict
+    default: {}
   wants:
     description:
       - The reads the roles declare, each in its C(meta/probe.yml), gathered by
@@ -170,6 +184,13 @@ state:
     shared_reads {dir: {files}}; trusted {path: '' or why root must not trust it}.
   returned: always
   type: dict
+doctor:
+  description: >-
+    With O(doctor), the doctor's reading of this node, as module
+    M(gpulab.slurm_cluster.cluster_probe) returns it (probe) in its phase C(local).
+    It holds a munge credential.
+  returned: when O(doctor) is given
+  type: dict
 ansible_facts:
   description: C(slurm_node), as the slurm_node_info module sets it, when O(slurm_node) is true.
   returned: when O(slurm_node) is true
@@ -182,6 +203,8 @@ import socket
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import doctor_local
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.identities import (
     plan_identities,
     read_identities,
@@ -320,13 +343,23 @@ def dir_state(root: str, spec: dict) -> str:
 
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={**SPEC, "wants": {"type": "dict", "default": {}}},
+        argument_spec={
+            **SPEC,
+            "wants": {"type": "dict", "default": {}},
+            "doctor": {"type": "dict", "default": {}},
+        },
         supports_check_mode=True,
     )
     try:
         p, problem = combine(module.params, module.params["wants"]), ""
     except WantsError as exc:
         p, problem = {}, str(exc)
+    doctor = None
+    if module.params["doctor"]:
+        checked = ArgumentSpecValidator(doctor_local.SPEC).validate(module.params["doctor"])
+        if checked.error_messages:
+            problem = "doctor: " + "; ".join(checked.error_messages)
+        doctor = checked.validated_parameters
     if problem:
         module.fail_json(msg=problem)
     # Programs root will run (a venv's python): root's own all the way up. A
@@ -337,6 +370,8 @@ def main() -> None:
         pkgs = pool.submit(packages, p["package_names"]) if p["packages"] else None
         unit_states = pool.submit(units, p["units"])
         node = pool.submit(slurm_node) if p["slurm_node"] else None
+        # The doctor's reading: its own commands, side by side with these.
+        reading = pool.submit(doctor_local.PHASES["local"], doctor) if doctor else None
         cmds = {
             name: pool.submit(command, script, trusted) for name, script in p["commands"].items()
         }
@@ -352,12 +387,14 @@ def main() -> None:
             "commands": {name: job.result() for name, job in cmds.items()},
         }
         state["slurm_node"], state["slurm_node_error"] = node.result() if node else (None, "")
+        probe = reading.result() if reading else None
     if p["users"]:
         host = socket.gethostname().split(".")[0]
         state["users"] = plan_identities(p["users"], read_identities(p["users"]), host)
         problems = refusals(state["users"], host, p["users_manage"], p["users_extra"])
         if p["users_refuse"] and problems:
-            # Before site.yml changes anything on any node (the play is any_errors_fatal).
+            # Before site.yml changes anything on any node (the play is
+            # any_errors_fatal). The state holds no doctor's reading (no credential).
             module.fail_json(msg=" | ".join(problems), problems=problems, state=state)
     state["trusted"] = trusted
     state["shared_dirs"] = {
@@ -374,7 +411,13 @@ def main() -> None:
     )
     # As slurm_node_info sets it (cached with the other facts).
     facts = {"slurm_node": state["slurm_node"]} if state["slurm_node"] else {}
-    module.exit_json(changed=False, state=state, ansible_facts=facts)
+    # The doctor's reading beside the state, not in it: the roles copy the
+    # state (cluster_node_state), and the reading holds a credential.
+    extra = {}
+    if probe is not None:
+        facts.update(doctor_local.node_facts(probe, doctor))
+        extra["doctor"] = probe
+    module.exit_json(changed=False, state=state, ansible_facts=facts, **extra)
 
 
 if __name__ == "__main__":
