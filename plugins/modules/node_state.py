@@ -204,6 +204,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.errors import UnsupportedError
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils import doctor_local
 from ansible_collections.gpulab.slurm_cluster.plugins.module_utils.identities import (
     plan_identities,
@@ -358,7 +359,10 @@ def main() -> None:
     if module.params["doctor"]:
         checked = ArgumentSpecValidator(doctor_local.SPEC).validate(module.params["doctor"])
         if checked.error_messages:
-            problem = "doctor: " + "; ".join(checked.error_messages)
+            problem = "option doctor (cluster_probe's options): " + "; ".join(
+                f"unknown option {err}" if isinstance(err, UnsupportedError) else str(err)
+                for err in checked.errors.errors
+            )
         doctor = checked.validated_parameters
     if problem:
         module.fail_json(msg=problem)

@@ -5,6 +5,10 @@ tasks as one include each, on the word of the run's probe (the roles'
 ``__<role>_settled``). Each fault here makes one of those words false on one
 host: the rerun must go into that role there, mend it, and prove the
 cluster; the run after it must change nothing again.
+
+The doctor at the end of site.yml reads every node again after a run that
+changed something; after one that changed nothing it judges the readings
+the run's first probe took (callback run_changes), with no probe of its own.
 """
 
 from __future__ import annotations
@@ -28,6 +32,11 @@ def changed_in(out: str, task: str, name: str) -> bool:
     return any(
         b.startswith(f"gpulab.slurm_cluster.{task}]") and f"changed: [{name}]" in b for b in blocks
     )
+
+
+def doctor_read_again(out: str) -> bool:
+    """Whether site.yml's doctor sent its own probe to the nodes (not the first readings)."""
+    return "TASK [gpulab.slurm_cluster.cluster_doctor : Probe each node]" in out
 
 
 def key_sha(name: str) -> str:
@@ -60,6 +69,9 @@ def test_a_rerun_mends_each_roles_fault_and_then_changes_nothing(run_playbook) -
     ]:
         assert changed_in(mended.stdout, task, name), (task, name, mended.stdout[-4000:])
 
+    # Something changed: the doctor read every node after the repairs.
+    assert doctor_read_again(mended.stdout), mended.stdout[-4000:]
+    assert "Doctor PASS" in mended.stdout, mended.stdout[-4000:]
     assert ctl.service("mariadb").is_running
     assert login.service("ssh").is_running
     node2.check_output(f"{VENV_PYTHON} -c 'import numpy'")
@@ -68,3 +80,6 @@ def test_a_rerun_mends_each_roles_fault_and_then_changes_nothing(run_playbook) -
     again = run_playbook("site.yml")
     assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-2000:]
     assert set(changed_by_host(again.stdout).values()) == {0}, again.stdout[-3000:]
+    # Nothing changed: the doctor judged the first probe's readings.
+    assert not doctor_read_again(again.stdout), again.stdout[-4000:]
+    assert "Doctor PASS" in again.stdout, again.stdout[-4000:]
