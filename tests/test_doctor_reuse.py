@@ -47,17 +47,19 @@ def test_the_callback_counts_changed_results_handlers_and_failures_included() ->
     assert LookupModule().run([]) == [0]
 
 
-def reuse(early: dict, changes_now: int | None, hostvars: dict, reuse_s: float = 120) -> bool:
-    """probe.yml's decision, rendered by Ansible (the lookup's count given as a variable)."""
+def rendered(template: str, variables: dict):
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar, trust_as_template
 
+    # Ansible's own lookups by their short names: this process has no collection loader.
+    template = template.replace("ansible.builtin.", "")
+    return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(template))
+
+
+def reuse(early: dict, changes_now: int | None, hostvars: dict, **over) -> bool:
+    """probe.yml's decision, rendered by Ansible (the lookup's count given as a variable)."""
     tasks = yaml.safe_load((ROOT / "roles/cluster_doctor/tasks/probe.yml").read_text())
-    task = next(
-        t
-        for t in tasks
-        if t["name"] == "Take site.yml's first readings where nothing changed since"
-    )
+    task = next(t for t in tasks if t["name"] == TAKE)
     template = task["ansible.builtin.set_fact"]["__cluster_doctor_reuse"]
     assert LOOKUP in template
     variables = {
@@ -65,19 +67,23 @@ def reuse(early: dict, changes_now: int | None, hostvars: dict, reuse_s: float =
         "__changes_now": changes_now,
         "__cluster_doctor_probed": list(hostvars),
         "hostvars": hostvars,
-        "cluster_doctor_reuse_s": reuse_s,
-    }
-    templar = Templar(loader=DataLoader(), variables=variables)
-    return bool(templar.template(trust_as_template(template.replace(LOOKUP, "__changes_now"))))
+        "cluster_doctor_reuse_s": 120,
+        "__cluster_doctor_settings": "s1",
+        "__cluster_doctor_torch_answered": True,
+    } | over
+    return bool(rendered(template.replace(LOOKUP, "__changes_now"), variables))
+
+
+TAKE = "Take site.yml's first readings where nothing changed since"
 
 
 def nodes(**over: dict) -> dict:
-    read = {"cluster_node_probe": {"doctor": {"time": 1.0}}, "__cluster_doctor_same": True}
+    read = {"cluster_node_probe": {"doctor": {"time": 1.0}}}
     return {h: read | over.get(h, {}) for h in ("ctl", "node1", "node2")}
 
 
 def early(changes: int | None = 3, age_s: float = 20) -> dict:
-    return {"changes": changes, "at": time.time() - age_s, "spread": 4.2}
+    return {"changes": changes, "at": time.time() - age_s, "spread": 4.2, "settings": "s1"}
 
 
 def test_the_first_readings_stand_where_nothing_changed_since() -> None:
@@ -85,25 +91,82 @@ def test_the_first_readings_stand_where_nothing_changed_since() -> None:
 
 
 @pytest.mark.parametrize(
-    ("why", "first", "changes_now", "hostvars", "reuse_s"),
+    ("why", "first", "changes_now", "hostvars", "over"),
     [
-        ("a task changed something since", early(), 4, nodes(), 120),
-        ("nobody counted (the callback is not enabled)", early(None), None, nodes(), 120),
-        ("the readings are too old", early(age_s=130), 3, nodes(), 120),
-        ("reuse turned off", early(), 3, nodes(), 0),
-        ("no first readings (doctor.yml, or judged once already)", {}, 3, nodes(), 120),
-        ("a node was not read first", early(), 3, nodes(node2={"cluster_node_probe": {}}), 120),
+        ("a task changed something since", early(), 4, nodes(), {}),
+        ("nobody counted (the callback is not enabled)", early(None), None, nodes(), {}),
+        ("the readings are too old", early(age_s=130), 3, nodes(), {}),
+        ("reuse turned off", early(), 3, nodes(), {"cluster_doctor_reuse_s": 0}),
+        ("no first readings (doctor.yml, or judged once already)", {}, 3, nodes(), {}),
+        ("a node was not read first", early(), 3, nodes(node2={"cluster_node_probe": {}}), {}),
         (
-            "a node would be asked otherwise now",
+            "the doctor's settings differ now",
             early(),
             3,
-            nodes(node1={"__cluster_doctor_same": False}),
-            120,
+            nodes(),
+            {"__cluster_doctor_settings": "s2"},
+        ),
+        (
+            "torch not answered on a node",
+            early(),
+            3,
+            nodes(),
+            {"__cluster_doctor_torch_answered": False},
         ),
     ],
 )
-def test_every_node_is_read_again(why, first, changes_now, hostvars, reuse_s) -> None:
-    assert reuse(first, changes_now, hostvars, reuse_s) is False, why
+def test_every_node_is_read_again(why, first, changes_now, hostvars, over) -> None:
+    assert reuse(first, changes_now, hostvars, **over) is False, why
+
+
+def doctor_vars() -> dict:
+    return yaml.safe_load((ROOT / "roles/cluster_doctor/vars/main.yml").read_text())
+
+
+def test_the_settings_are_the_doctors_variables_without_its_outputs_and_first_readings() -> None:
+    template = doctor_vars()["__cluster_doctor_settings"]
+    base = {
+        "cluster_doctor_read_health": True,
+        "cluster_doctor_torch": False,
+        "cluster_doctor_early": True,
+        "cluster_doctor_early_args": {"decode": {"ctl": "credential"}},
+        "cluster_doctor_verdict": "PASS",
+        "cluster_doctor_health_files": {},
+        "cluster_users": [],
+    }
+    same = rendered(template, base)
+    for name, value in [
+        ("cluster_doctor_early", False),
+        ("cluster_doctor_early_args", {}),
+        ("cluster_doctor_verdict", "FAIL"),
+        ("cluster_doctor_health_files", {"node1": {}}),
+        ("cluster_users", [{"name": "alice"}]),  # the inventory's: the same all run long
+    ]:
+        assert rendered(template, base | {name: value}) == same, name
+    for name, value in [
+        ("cluster_doctor_read_health", False),
+        ("cluster_doctor_torch_fresh", True),
+    ]:
+        assert rendered(template, base | {name: value}) != same, name
+
+
+def test_torch_is_answered_where_every_compute_node_has_the_pytorch_roles_answer() -> None:
+    template = doctor_vars()["__cluster_doctor_torch_answered"]
+    hostvars = {
+        "ctl": {},
+        "node1": {"pytorch_torch_checked": {}},
+        "node2": {"pytorch_enabled": False},
+    }
+    given = {
+        "__cluster_doctor_probed": list(hostvars),
+        "__cluster_doctor_computes": ["node1", "node2"],
+        "hostvars": hostvars,
+        "cluster_doctor_torch_checked": True,
+    }
+    assert rendered(template, given) is True
+    hostvars["node2"] = {}  # torch is this node's too, and its role left no answer
+    assert rendered(template, given) is False
+    assert rendered(template, given | {"cluster_doctor_torch_checked": False}) is True
 
 
 def test_the_first_readings_are_judged_once() -> None:
