@@ -210,3 +210,11 @@ def test_node_state_names_an_unknown_or_wrong_option_of_the_doctors(tmp_path: Pa
     )
     out = run_module("node_state", '{"doctor": {"connect_timeout": "soon"}}', tmp_path)
     assert "state" not in out and "connect_timeout" in out["msg"], out
+
+
+def test_no_first_reading_where_the_controller_made_no_credential() -> None:
+    """A cold run: munge is not on the controller yet, so the first probe asks nothing of
+    the doctor's (the run changes something, and the doctor reads every node)."""
+    template = doctor_vars()["cluster_doctor_early_args"]
+    for seed in ({}, {"credential": "", "credential_error": "munge: not found"}):
+        assert rendered(template, {"__cluster_doctor_seed_probe": seed}) == {}, seed
