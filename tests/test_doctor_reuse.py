@@ -68,6 +68,7 @@ def reuse(early: dict, changes_now: int | None, hostvars: dict, **over) -> bool:
         "__cluster_doctor_probed": list(hostvars),
         "hostvars": hostvars,
         "cluster_doctor_reuse_s": 120,
+        "__cluster_doctor_reuse_max_s": doctor_vars()["__cluster_doctor_reuse_max_s"],
         "__cluster_doctor_settings": "s1",
         "__cluster_doctor_torch_answered": True,
     } | over
@@ -97,6 +98,13 @@ def test_the_first_readings_stand_where_nothing_changed_since() -> None:
         ("nobody counted (the callback is not enabled)", early(None), None, nodes(), {}),
         ("the readings are too old", early(age_s=130), 3, nodes(), {}),
         ("reuse turned off", early(), 3, nodes(), {"cluster_doctor_reuse_s": 0}),
+        (
+            "older than munge's credentials allow, whatever reuse_s says",
+            early(age_s=250),
+            3,
+            nodes(),
+            {"cluster_doctor_reuse_s": 3600},
+        ),
         ("no first readings (doctor.yml, or judged once already)", {}, 3, nodes(), {}),
         ("a node was not read first", early(), 3, nodes(node2={"cluster_node_probe": {}}), {}),
         (
