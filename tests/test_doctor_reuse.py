@@ -220,6 +220,47 @@ def test_node_state_names_an_unknown_or_wrong_option_of_the_doctors(tmp_path: Pa
     assert "state" not in out and "connect_timeout" in out["msg"], out
 
 
+def test_the_first_readings_never_render_what_they_do_not_ask() -> None:
+    """site.yml's first readings leave torch to the pytorch role's check: its two
+    options are not rendered at all (they read the node's variables through
+    hostvars, a tenth of a second a node), and the hardware is not asked."""
+    docvars = doctor_vars()
+    base = {
+        "__cluster_doctor_seed_probe": {"credential": "MUNGE:abc"},
+        "__cluster_doctor_read_args": {"name": "node1", "controller": False},
+        # Rendering either would fail: proof that they are left alone.
+        "__cluster_doctor_torch_args": {
+            "venv_python": "{{ no_such_variable.python }}",
+            "torch_script": "{{ no_such_variable.script }}",
+        },
+        "cluster_doctor_torch_checked": True,
+    }
+    early = rendered(docvars["cluster_doctor_early_args"], base)
+    assert early == {
+        "name": "node1",
+        "controller": False,
+        "slurm_node": False,
+        "venv_python": "",
+        "torch_script": "",
+    }, early
+    # Where torch is not checked by the pytorch role in the run, it is asked.
+    asked = dict(base, cluster_doctor_torch_checked=False)
+    asked["__cluster_doctor_torch_args"] = {"venv_python": "/venv/bin/python", "torch_script": "x"}
+    early = rendered(docvars["cluster_doctor_early_args"], asked)
+    assert early["venv_python"] == "/venv/bin/python" and early["slurm_node"] is False, early
+    # The doctor's own readings are the same options with torch and the hardware.
+    local = rendered(
+        docvars["__cluster_doctor_local_args"],
+        dict(
+            asked,
+            __cluster_doctor_node="node1",
+            __cluster_doctor_computes=["node1"],
+            inventory_hostname="node1",
+        ),
+    )
+    assert local == dict(early, slurm_node=True), local
+
+
 def test_no_first_reading_where_the_controller_made_no_credential() -> None:
     """A cold run: munge is not on the controller yet, so the first probe asks nothing of
     the doctor's (the run changes something, and the doctor reads every node)."""
