@@ -245,6 +245,13 @@ def test_a_shared_venv_is_probed_where_the_last_run_kept_its_path(rendered, tmp_
     assert wants["node1"]["commands"]["pytorch_verify"][0] == f"{kept}/bin/python"
     # Only a compute node runs torch.
     assert "pytorch_versions" not in wants["ctl"]["commands"]
+    # Its folders as tasks/install.yml's shared_tree makes them: root's own, 0755.
+    tree = ["/shared/.cluster", "/shared/.cluster/venvs", kept]
+    for path in tree:
+        assert {"path": path, "uid": 0, "gid": 0, "mode": "0755"} in wants["node1"]["shared_dirs"]
+    assert kept not in [d["path"] for d in wants["ctl"]["shared_dirs"]]
+    # A node's own venv asks no shared folder of the pytorch role's.
+    assert "/shared/.cluster/venvs" not in [d["path"] for d in rendered["node1"]["shared_dirs"]]
 
 
 def test_host_conditions_render_per_host(rendered) -> None:
