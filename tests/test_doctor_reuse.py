@@ -47,13 +47,17 @@ def test_the_callback_counts_changed_results_handlers_and_failures_included() ->
     assert LookupModule().run([]) == [0]
 
 
-def rendered(template: str, variables: dict):
+def rendered(template: str, variables: dict, filters: dict | None = None):
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar, trust_as_template
 
-    # Ansible's own lookups by their short names: this process has no collection loader.
+    # Ansible's own lookups by their short names: this process has no collection
+    # loader, so the collection's filters a template uses are given by full name.
     template = template.replace("ansible.builtin.", "")
-    return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(template))
+    templar = Templar(loader=DataLoader(), variables=variables)
+    for name, function in (filters or {}).items():
+        templar._engine.environment.filters[name] = function
+    return templar.template(trust_as_template(template))
 
 
 def reuse(early: dict, changes_now: int | None, hostvars: dict, **over) -> bool:

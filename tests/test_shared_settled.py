@@ -10,9 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from probed import probed_dirs_ok
 from test_doctor_reuse import rendered
 
 ROOT = Path(__file__).resolve().parents[1]
+FILTERS = {"gpulab.slurm_cluster.probed_dirs_ok": probed_dirs_ok}
 VENV = "/shared/.cluster/venvs/torch-2.13.0-cpu"
 TREE = {"/shared/.cluster": "ok", "/shared/.cluster/venvs": "ok", VENV: "ok"}
 
@@ -31,6 +33,7 @@ def tree_ok(shared: bool, found: dict) -> bool:
             "__pytorch_venv": VENV,
             "cluster_node_state": {"shared_dirs": found},
         },
+        FILTERS,
     )
 
 
@@ -54,6 +57,7 @@ def users_proven(found: dict) -> bool:
             "cluster_shared_dirs": [{"path": "/shared/.cluster"}, {"path": "/shared/home/ada"}],
             "cluster_users": [{"name": "ada"}],
         },
+        FILTERS,
     )
 
 
@@ -64,3 +68,16 @@ def test_the_users_folders_are_judged_among_other_roles_folders() -> None:
     assert users_proven({**mine, "/shared/.cluster/venvs": "ok", VENV: "missing"}) is True
     assert users_proven({**mine, "/shared/home/ada": "differs"}) is False
     assert users_proven({"/shared/.cluster": "ok", VENV: "ok"}) is False
+
+
+def test_no_probe_proves_no_folder() -> None:
+    assert probed_dirs_ok(None, ["/shared/.cluster"]) is False
+    assert probed_dirs_ok({}, ["/shared/.cluster"]) is False
+    assert (
+        probed_dirs_ok(
+            {"shared_dirs": {"/shared/.cluster": "unsafe: a link"}}, ["/shared/.cluster"]
+        )
+        is False
+    )
+    # The same folder named twice is one folder.
+    assert probed_dirs_ok({"shared_dirs": {"/a": "ok"}}, ["/a", "/a"]) is True

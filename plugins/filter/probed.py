@@ -31,10 +31,22 @@ def packages_missing(wanted: list | str, installed: list | None) -> list[str]:
     return [p for p in wanted if p not in have]
 
 
+def probed_dirs_ok(state: Mapping | None, paths: list) -> bool:
+    """Whether the probe found every one of these shared folders as wanted ("ok").
+
+    state is cluster_node_state; its shared_dirs maps each folder asked
+    (node_state's option shared_dirs) to "ok" or why not. A folder the probe
+    was not asked about counts as not as wanted, so the task that makes it runs.
+    """
+    found = (state or {}).get("shared_dirs") or {}
+    return all(found.get(path) == "ok" for path in set(paths))
+
+
 class FilterModule:
     def filters(self) -> dict:
         return {
             "unit_up": unit_up,
             "probed_file": probed_file,
             "packages_missing": packages_missing,
+            "probed_dirs_ok": probed_dirs_ok,
         }
